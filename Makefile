@@ -1,0 +1,157 @@
+# FlashAttention step by step: one program per book step.
+#
+#   make step04 && ./step04     the CPU half of the chapter (no GPU needed)
+#   make step05 && ./step05     the fused CUDA kernels (needs nvcc; runs on an NVIDIA GPU)
+#   make check                  every step's --check, plus the bad-input tests
+#   make help                   every target and variable
+#
+# Each numbered folder NN_name/ holds one program: its *.c files are compiled
+# with $(CC), its *.cu files with $(NVCC) when nvcc is found, and the result
+# is ./stepNN at the root. Without nvcc the CPU steps still build and every
+# GPU path says "built without CUDA" and exits 77 (skipped).
+
+CC      ?= cc
+NVCC    ?= nvcc
+PYTHON  ?= python3
+WERROR  ?= -Werror
+CFLAGS  ?= -O2
+CFLAGS  += -std=c11 -Wall -Wextra -pedantic $(WERROR) -Icommon
+LDLIBS  += -lm
+
+# --- sanitizers: make check SANITIZE=1 builds the CPU steps with ASan+UBSan
+# (CUDA off: the CUDA runtime and ASan do not mix), in their own build dir.
+ifeq ($(SANITIZE),1)
+  CFLAGS  += -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+  LDFLAGS += -fsanitize=address,undefined
+  NOCUDA  := 1
+  BUILD   ?= build/san
+endif
+BUILD ?= build
+
+# --- CUDA: nvcc detection and the target architecture.
+ifneq ($(NOCUDA),1)
+  HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
+endif
+ifneq ($(HAVE_NVCC),)
+  ifeq ($(origin CUDA_ARCH),undefined)
+    GPU_CC := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '. \r')
+    ifneq ($(GPU_CC),)
+      CUDA_ARCH  := sm_$(GPU_CC)
+      ARCH_WHY   := detected from nvidia-smi
+    else
+      CUDA_ARCH  := sm_80 sm_86 sm_89 sm_90
+      ARCH_WHY   := no GPU found: fallback list
+    endif
+  else
+    ARCH_WHY := set by CUDA_ARCH
+  endif
+  # sm_90 (Hopper) gets the sm_90a target too, for the wgmma/TMA kernel.
+  GENCODE  := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(subst sm_,,$(a)),code=$(a))
+  NVFLAGS  ?= -O3
+  NVFLAGS  += -std=c++17 -lineinfo $(GENCODE) -Icommon --Werror all-warnings -Xcompiler -Wall,-Wextra$(if $(WERROR),$(comma)-Werror)
+  CFLAGS   += -DHAVE_CUDA=1
+  GPU_OBJ  := $(BUILD)/common/gpu.o
+  LINK     := $(NVCC) $(GENCODE)
+  LDLIBS   += -lcublas
+  CUDA_MSG := nvcc $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), CUDA_ARCH=$(CUDA_ARCH) ($(ARCH_WHY))
+else
+  GPU_OBJ  := $(BUILD)/common/nogpu.o
+  LINK     := $(CC)
+  CUDA_MSG := no nvcc: CPU steps only, GPU paths exit 77 (skipped)
+endif
+comma := ,
+
+# A stamp named after the flags: changing CC, flags or CUDA_ARCH rebuilds.
+STAMP := $(BUILD)/.flags-$(shell echo '$(CC) $(CFLAGS) $(NVFLAGS) $(HAVE_NVCC) $(CUDA_ARCH)' | cksum | cut -d' ' -f1)
+
+STEP_DIRS := $(sort $(patsubst %/main.c,%,$(wildcard [0-9][0-9]_*/main.c)))
+step_of    = step$(firstword $(subst _, ,$(1)))
+STEPS     := $(foreach d,$(STEP_DIRS),$(call step_of,$(d)))
+COMMON_OBJ := $(BUILD)/common/common.o $(GPU_OBJ)
+
+.PHONY: all check check-sanitize sanitize bench plots clean help info $(STEPS)
+all: info $(STEPS)
+
+info:
+	@echo "build: $(CC), $(CUDA_MSG)"
+
+# A step that measures another step's code links that code itself, not a copy:
+# step02 probes step 01's naive attention and step 04's tiled forward.
+EXTRA_C_step02  := 01_naive/naive.c 04_online_softmax/flash.c
+EXTRA_CU_step02 := 01_naive/naive_gpu.cu
+EXTRA_C_step07  :=
+
+# One rule set per step folder: NN_name/*.c and NN_name/*.cu -> ./stepNN
+define STEP_RULES
+$(call step_of,$(1)): $(call step_of,$(1))-bin
+$(call step_of,$(1))-bin: $(patsubst %.c,$(BUILD)/%.o,$(wildcard $(1)/*.c) $(EXTRA_C_$(call step_of,$(1)))) \
+        $(if $(HAVE_NVCC),$(patsubst %.cu,$(BUILD)/%.cu.o,$(wildcard $(1)/*.cu) $(EXTRA_CU_$(call step_of,$(1))))) $(COMMON_OBJ)
+	$$(LINK) $$(LDFLAGS) -o $(call step_of,$(1)) $$^ $$(LDLIBS)
+endef
+$(foreach d,$(STEP_DIRS),$(eval $(call STEP_RULES,$(d))))
+.PHONY: $(addsuffix -bin,$(STEPS))
+
+$(STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.flags-*
+	@touch $@
+
+$(BUILD)/%.o: %.c $(wildcard common/*.h [0-9][0-9]_*/*.h) $(STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(dir $<) -c -o $@ $<
+
+$(BUILD)/%.cu.o: %.cu $(wildcard common/*.h common/*.cuh [0-9][0-9]_*/*.h [0-9][0-9]_*/*.cuh) $(STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -I$(dir $<) -c -o $@ $<
+
+$(BUILD)/common/gpu.o: common/gpu.cu common/gpu.h common/gpu.cuh common/common.h $(STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
+
+# --- reading what the compiler made: make 05_cuda_fused/kernel1.ptx / .sass
+%.ptx: %.cu
+	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -arch=$(firstword $(CUDA_ARCH)) -Icommon -I$(dir $<) -ptx -o $@ $<
+%.sass: %.cu
+	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -arch=$(firstword $(CUDA_ARCH)) -Icommon -I$(dir $<) -cubin -o $*.cubin $<
+	cuobjdump -sass $*.cubin > $@ && rm -f $*.cubin && echo "wrote $@"
+
+# --- checks: every step's --check, then the bad-input tests; the closing
+# line is "check: X passed, Y failed, Z skipped".
+check: all
+	@sh common/check.sh $(STEPS)
+
+check-sanitize:
+	$(MAKE) SANITIZE=1 check
+
+# compute-sanitizer over every GPU kernel at odd shapes (GPU machine only).
+sanitize: all
+	@sh common/sanitize.sh
+
+bench: step05
+	./step05 --bench
+
+plots: all
+	@sh plots/make_plots.sh $(if $(QUICK),quick)
+
+clean:
+	rm -rf build results $(STEPS) step0? *.cubin */*.ptx */*.sass
+
+help:
+	@echo "targets:"
+	@echo "  step01 .. step07   build ./stepNN from the folder NN_name/ (found: $(STEPS))"
+	@echo "  all                every step"
+	@echo "  check              every step's --check and the bad-input tests (GPU checks SKIP without a GPU)"
+	@echo "  check-sanitize     the same with -fsanitize=address,undefined (CPU paths)"
+	@echo "  sanitize           compute-sanitizer memcheck/racecheck/initcheck/synccheck on the GPU kernels"
+	@echo "  bench              ./step05 --bench (FlashAttention's benchmark shapes)"
+	@echo "  plots              run the steps with --csv into results/ and draw the PNGs (QUICK=1: small, for CI)"
+	@echo "  DIR/FILE.ptx|.sass the PTX or SASS of DIR/FILE.cu, to read what the compiler made"
+	@echo "  clean              remove build/, results/ and the binaries"
+	@echo "variables:"
+	@echo "  CC=$(CC)  CFLAGS=$(CFLAGS)"
+	@echo "  NVCC=$(NVCC)  CUDA_ARCH=$(CUDA_ARCH)  ($(CUDA_MSG))"
+	@echo "  WERROR=$(WERROR)  (empty to let warnings through)"
+	@echo "  SANITIZE=1         ASan+UBSan build of the CPU paths, in build/san"
+	@echo "  NOCUDA=1           build without CUDA even when nvcc is there"
+	@echo "  QUICK=1            make plots: small runs only"
+	@echo "  PYTHON=$(PYTHON)"

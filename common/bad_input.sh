@@ -1,0 +1,51 @@
+#!/bin/sh
+# Bad command lines across the steps: each must exit 2 with exactly one line
+# on stderr and nothing that looks like a crash. Steps not built are skipped.
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+# a .npy of the wrong dtype (int32) and one of the wrong shape (float32 [2,3])
+printf '\223NUMPY\001\000v\000{'"'"'descr'"'"': '"'"'<i4'"'"', '"'"'fortran_order'"'"': False, '"'"'shape'"'"': (1, 1, 1, 4), }' >"$tmp/int.npy"
+printf '\223NUMPY\001\000v\000{'"'"'descr'"'"': '"'"'<f4'"'"', '"'"'fortran_order'"'"': False, '"'"'shape'"'"': (2, 3), }' >"$tmp/shape.npy"
+printf 'not a numpy file' >"$tmp/junk.npy"
+
+n=0
+bad() { # step, description, args...
+    s=$1; what=$2; shift 2
+    [ -x "./$s" ] || return 0
+    n=$((n + 1))
+    "./$s" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    lines=$(wc -l <"$tmp/err")
+    if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ]; then
+        echo "PASS bad-input/$s $what: exit 2, $(cat "$tmp/err")"
+    else
+        echo "FAIL bad-input/$s $what: expected exit 2 and one line on stderr, got exit $rc and $lines lines: $(head -c 300 "$tmp/err")"
+    fi
+}
+bad step01 "empty value"        --seq ''
+bad step01 "negative"           --seq -5
+bad step01 "zero"               --batch 0
+bad step01 "trailing junk"      --seq 12abc
+bad step01 "2^70"               --seq 1180591620717411303424
+bad step01 "missing value"      --seq
+bad step01 "unknown flag"       --frobnicate
+bad step01 "unsupported dtype"  --dtype fp64
+bad step01 "size_t overflow"    --batch 65535 --heads 65535 --seq 1048576 --dim 1024
+bad step01 "missing file"       --q "$tmp/none.npy" --k "$tmp/none.npy" --v "$tmp/none.npy"
+bad step01 "npy wrong dtype"    --q "$tmp/int.npy" --k "$tmp/int.npy" --v "$tmp/int.npy"
+bad step01 "npy wrong shape"    --q "$tmp/shape.npy" --k "$tmp/shape.npy" --v "$tmp/shape.npy"
+bad step01 "not a npy"          --q "$tmp/junk.npy" --k "$tmp/junk.npy" --v "$tmp/junk.npy"
+bad step02 "bad mem-limit"      --mem-limit 8X
+bad step02 "bad seq-list"       --seq-list 1024,abc
+bad step02 "empty seq-list"     --seq-list ''
+bad step03 "block zero"         --br 0
+bad step03 "block not integer"  --bc 1.5
+bad step04 "dtype bf16 on cpu"  --dtype bf16
+bad step04 "dim too large"      --dim 100000
+bad step04 "seed negative"      --seed -1
+bad step05 "kernel 0"           --kernel 0
+bad step05 "dim 48 unsupported for tensor cores" --dtype fp16 --dim 48
+bad step06 "bad mask"           --mask sideways
+bad step07 "bad break"          --break everything
+bad step07 "score-scale nan"    --score-scale nan
+echo "bad-input: $n command lines tried"

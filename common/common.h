@@ -1,0 +1,231 @@
+/*
+ * common.h: the small harness every step shares.
+ *
+ * Nothing of the attention algorithm lives here except the float64 reference
+ * that every step is checked against. Each step's own algorithm lives in its
+ * own folder, so a reader can find it there and only there.
+ *
+ * In order: options and their validation, sizes, RNG, fp16/bf16 conversion,
+ * the float64 reference, error metrics and the NaN-proof comparison,
+ * PASS/FAIL/SKIP reporting, timers, tracked host memory, .npy and CSV.
+ */
+#ifndef COMMON_H
+#define COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes (shared/DESIGN.md): 0 ok, 1 a check failed (or out of memory),
+ * 2 usage error, 77 skipped (no CUDA device, or built without CUDA). */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_SKIP = 77 };
+
+/* ------------------------------------------------------------------ options */
+
+enum { DT_FP32 = 0, DT_FP16 = 1, DT_BF16 = 2 };
+enum { DEV_AUTO = 0, DEV_CPU = 1, DEV_GPU = 2 };
+
+/* Which of the shared options a step accepts (an option a step does not
+ * take is an unknown option there, with exit 2). */
+enum {
+    OPT_SHAPE = 1 << 0,  /* --batch --heads --seq --dim */
+    OPT_BLOCK = 1 << 1,  /* --br --bc */
+    OPT_DTYPE = 1 << 2,  /* --dtype */
+    OPT_CAUSAL = 1 << 3, /* --causal */
+    OPT_KERNEL = 1 << 4, /* --kernel */
+    OPT_REPEAT = 1 << 5, /* --repeat */
+    OPT_CSV = 1 << 6,    /* --csv FILE */
+    OPT_CHECK = 1 << 7,  /* --check */
+    OPT_NPY = 1 << 8,    /* --q --k --v --out FILE.npy */
+    OPT_DEVICE = 1 << 9, /* --device cpu|gpu */
+    OPT_SEED = 1 << 10   /* --seed */
+};
+
+typedef struct {
+    unsigned accept;             /* OPT_* mask of the step */
+    unsigned dtype_mask;         /* 1 << DT_* the step can do */
+    long B, H, N, D;             /* shape [B, H, N, D] */
+    long BR, BC;                 /* row tile (Q), column tile (K/V) */
+    int dtype;                   /* DT_* */
+    int device;                  /* DEV_* */
+    uint64_t seed;
+    int causal, check, help;
+    long kernel;                 /* 0 = all */
+    long repeat;                 /* timed repeats after warm-up */
+    const char *csv;
+    const char *qfile, *kfile, *vfile, *outfile;
+    unsigned given;              /* OPT_SHAPE bits the user set explicitly: 1 B, 2 H, 4 N, 8 D */
+} Opts;
+
+/* The program's name, used at the start of every error line. */
+extern const char *g_prog;
+
+/* Fill o with the defaults (B=2 H=8 N=1024 D=64, BR=BC=64, fp32, seed 0,
+ * repeat 5) and set what the step accepts. */
+void opts_init(Opts *o, const char *prog, unsigned accept, unsigned dtype_mask);
+
+/* Try argv[*i] as a shared option. Returns 1 if consumed (and advances *i
+ * past its value), 0 if the option is not a shared one this step accepts.
+ * A bad value exits 2 with one line. */
+int opts_parse_common(Opts *o, int argc, char **argv, int *i);
+
+/* After the loop: range checks that involve several options (tiles vs. D,
+ * size_t overflow of B*H*N*D*elem). Exits 2 on failure. */
+void opts_validate(Opts *o, size_t elem_bytes);
+
+/* For a step's own options. Each exits 2 with one line naming the option. */
+const char *opt_value(int argc, char **argv, int *i); /* the value after argv[*i] */
+long parse_long(const char *opt, const char *s, long lo, long hi);
+double parse_double(const char *opt, const char *s, double lo, double hi);
+size_t parse_size(const char *opt, const char *s); /* 8G, 512M, 64K, 1000 */
+int parse_choice(const char *opt, const char *s, const char *const *choices, int n);
+void usage_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2), noreturn))
+#endif
+    ;
+
+/* The usage lines of the shared options this step accepts. */
+void print_common_usage(const Opts *o);
+
+const char *dtype_name(int dtype);
+size_t dtype_size(int dtype);
+
+/* -------------------------------------------------------------------- sizes */
+
+/* a*b with overflow detection: returns 0 on overflow, 1 and *r on success. */
+int size_mul(size_t a, size_t b, size_t *r);
+/* a*b*c*d*e bytes or exit 2 naming what (B*H*N*D*sizeof and the like). */
+size_t size_or_die(const char *what, size_t a, size_t b, size_t c, size_t d, size_t e);
+/* "1.07 GB" style (powers of 1000, as the chapter writes GB). */
+const char *fmt_bytes(double bytes, char *buf, size_t n);
+
+/* ---------------------------------------------------------------------- RNG */
+
+/* splitmix64 seeding xoshiro256**: the same seed gives the same numbers on
+ * every machine (rand() does not). */
+typedef struct { uint64_t s[4]; } Rng;
+void rng_seed(Rng *r, uint64_t seed);
+uint64_t rng_next(Rng *r);
+double rng_uniform(Rng *r);  /* [0, 1) with 53 random bits */
+double rng_normal(Rng *r);   /* N(0, 1), Box-Muller */
+void fill_normal(float *x, size_t n, Rng *r);
+
+/* Q, K, V of [B, H, N, D] from the seed: Q from seed, K from seed+1, V from seed+2,
+ * so the three are independent and a step can regenerate any one of them. */
+void make_qkv(float *q, float *k, float *v, size_t n, uint64_t seed);
+
+/* ------------------------------------------------------- fp16 / bf16 storage */
+
+/* IEEE binary16 and bfloat16 from/to float, round to nearest even, by bits so
+ * that C11 without _Float16 still works. Rounding a float through these is
+ * exactly what storing it as fp16 / bf16 does. */
+uint16_t f32_to_f16(float f);
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float f);
+float bf16_to_f32(uint16_t h);
+/* x[i] = float(dtype(x[i])): the value the GPU will see after storage in dtype. */
+void round_to_dtype(float *x, size_t n, int dtype);
+
+/* -------------------------------------------------------- float64 reference */
+
+/* One output row of attention, all in double:
+ * o[d] = sum_j softmax_j(q_i . k_j / sqrt(D)) v_j[d], causal: only j <= i.
+ * q, k, v point at the head's [N, D] block. scratch holds N doubles. */
+void ref_attention_row(const float *q, const float *k, const float *v, long N, long D,
+                       int causal, long i, double *scratch, double *o);
+/* The whole [B, H, N, D] output (B*H = bh heads). */
+void ref_attention(const float *q, const float *k, const float *v, long bh, long N, long D,
+                   int causal, double *out);
+
+/* ----------------------------------------------------- metrics and checking */
+
+typedef struct {
+    double max_abs, max_rel, rel_l2; /* against the reference */
+    size_t n, n_nonfinite, n_bad;    /* elements, non-finite where ref finite, over tolerance */
+    size_t bad_idx[3];               /* first few mismatches */
+    float bad_got[3];
+    double bad_ref[3];
+} Err;
+
+/* Compare out against ref. An element is bad when it is non-finite (tested on
+ * its raw bits, so no compiler flag can fold the test away) where the
+ * reference is finite, or when |out - ref| > atol + rtol*|ref|. NaN never
+ * passes: a NaN fails every ordered comparison, and is counted as non-finite
+ * before any arithmetic. max_rel uses |ref| + 1e-8 as in 001's max_rel_err. */
+Err compare(const float *out, const double *ref, size_t n, double atol, double rtol);
+/* Same, rows given by index (sampled checks): out and ref are [nrows, D]. */
+int f32_is_finite(float x);
+/* Print a one-line summary "max abs 1.2e-06, max rel ..., rel L2 ..." into buf. */
+const char *fmt_err(const Err *e, char *buf, size_t n);
+
+/* ----------------------------------------------------------------- reporting */
+
+/* check(ok, name, fmt...): prints "PASS name: detail" or "FAIL name: detail"
+ * and counts it; returns ok. On FAIL with e != NULL, the first mismatches
+ * (index, expected, got) follow on the same line. */
+int report(int ok, const Err *e, const char *name, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+void report_skip(const char *name, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Prints "stepNN: X passed, Y failed, Z skipped" and returns the exit code:
+ * 1 if anything failed, 0 otherwise. */
+int report_finish(void);
+int report_failed(void);
+
+/* The checker's own test: a planted NaN, a planted inf and one element off
+ * by more than the tolerance must each be caught; clean data must pass. */
+void checker_selftest(void);
+
+/* -------------------------------------------------------------------- timers */
+
+double now_sec(void); /* CLOCK_MONOTONIC */
+double median(double *x, int n); /* sorts x */
+/* Call fn(ctx) warmup times, then time repeat calls; returns the median in seconds. */
+double time_median(void (*fn)(void *), void *ctx, int warmup, int repeat);
+
+/* --------------------------------------------------------- tracked host memory */
+
+/* Every buffer a step allocates goes through these, so "peak bytes" is exact
+ * and comparable between naive and tiled. tmalloc returns NULL (and prints
+ * nothing) when the allocation would pass the limit or malloc fails; xmalloc
+ * prints "out of memory: asked for N bytes (what)" and exits 1. */
+void *tmalloc(size_t bytes);
+void *xmalloc(size_t bytes, const char *what);
+void tfree(void *p);
+size_t mem_current(void);
+size_t mem_peak(void);
+void mem_reset_peak(void);        /* peak := current */
+void mem_set_limit(size_t bytes); /* 0 = physical memory */
+size_t mem_limit(void);
+size_t phys_mem_bytes(void);
+/* The process's peak resident set (VmHWM), and a reset of it where Linux
+ * allows (writing 5 to /proc/self/clear_refs); returns 0 if it could not. */
+size_t rss_peak_bytes(void);
+int rss_reset_peak(void);
+
+/* --------------------------------------------------------------- .npy, CSV */
+
+/* Read a C-order float32 or float16 .npy into a new tracked float buffer.
+ * The shape must equal shape[0..ndim-1]; otherwise, or on a missing or
+ * malformed file, one line naming opt and exit 2. */
+float *npy_load(const char *opt, const char *path, const long *shape, int ndim);
+/* Read just the shape of a .npy (ndim <= 4); exits 2 like npy_load. */
+int npy_shape(const char *opt, const char *path, long *shape);
+/* Write float32 (dtype DT_FP32) or float16 (DT_FP16) .npy. Returns 0 on success. */
+int npy_save(const char *path, const float *x, const long *shape, int ndim, int dtype);
+
+/* Load --q/--k/--v (shape from --q, the others must match) or make random ones
+ * from the seed. Sets o->B..D from the file. Buffers are tracked. */
+void inputs_load_or_make(Opts *o, float **q, float **k, float **v);
+
+/* fopen for --csv with a header line; exits 2 if the file can't be opened. */
+FILE *csv_open(const char *path, const char *header);
+
+#endif

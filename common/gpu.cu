@@ -1,0 +1,133 @@
+/*
+ * gpu.cu: device detection, device info and the tracked device allocator.
+ */
+#include "gpu.cuh"
+
+#include <cstring>
+
+extern "C" {
+#include "common.h"
+}
+
+static int g_avail = -1;
+
+extern "C" int gpu_available(void)
+{
+    if (g_avail < 0) {
+        int n = 0;
+        cudaError_t e = cudaGetDeviceCount(&n);
+        g_avail = (e == cudaSuccess && n > 0);
+        if (e != cudaSuccess) (void)cudaGetLastError();
+    }
+    return g_avail;
+}
+
+extern "C" void gpu_require(void)
+{
+    if (!gpu_available()) {
+        int n = 0;
+        cudaError_t e = cudaGetDeviceCount(&n);
+        printf("%s: SKIP: no CUDA device (%s)\n", g_prog, e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
+        exit(EXIT_SKIP);
+    }
+}
+
+extern "C" const char *gpu_name(void)
+{
+    static char name[256];
+    cudaDeviceProp p;
+    if (!name[0]) {
+        CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+        snprintf(name, sizeof name, "%s", p.name);
+    }
+    return name;
+}
+
+extern "C" const char *gpu_describe(void)
+{
+    static char buf[512];
+    cudaDeviceProp p;
+    int smem_optin = 0, dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    snprintf(buf, sizeof buf, "%s, sm_%d%d, %d SMs, %.1f GB, %d KB shared memory per block (opt-in)", p.name,
+             p.major, p.minor, p.multiProcessorCount, (double)p.totalGlobalMem / 1e9, smem_optin / 1024);
+    return buf;
+}
+
+/* Each allocation's size lives in a small table (device memory has no room
+ * for a header that the host can read). The steps hold a handful of buffers. */
+enum { MAX_LIVE = 64 };
+static void *live_p[MAX_LIVE];
+static size_t live_n[MAX_LIVE];
+static size_t d_cur, d_peak, d_limit;
+
+extern "C" void *dmalloc_try(size_t bytes)
+{
+    void *p = NULL;
+    int slot = -1;
+    for (int i = 0; i < MAX_LIVE && slot < 0; i++)
+        if (!live_p[i]) slot = i;
+    if (slot < 0) {
+        fprintf(stderr, "%s: dmalloc: more than %d live device buffers\n", g_prog, MAX_LIVE);
+        exit(1);
+    }
+    if (d_limit && (d_cur + bytes > d_limit || d_cur + bytes < d_cur)) return NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError(); /* not sticky: clear it and go on */
+        return NULL;
+    }
+    CUDA_CHECK(e);
+    live_p[slot] = p;
+    live_n[slot] = bytes;
+    d_cur += bytes;
+    if (d_cur > d_peak) d_peak = d_cur;
+    return p;
+}
+
+extern "C" void *dmalloc(size_t bytes, const char *what)
+{
+    void *p = dmalloc_try(bytes);
+    if (!p) {
+        char b1[32], b2[32];
+        fprintf(stderr, "%s: out of device memory: asked for %zu bytes (%s) for %s, %s in use\n", g_prog, bytes,
+                fmt_bytes((double)bytes, b1, sizeof b1), what, fmt_bytes((double)d_cur, b2, sizeof b2));
+        exit(EXIT_FAIL);
+    }
+    return p;
+}
+
+extern "C" void dfree(void *p)
+{
+    if (!p) return;
+    for (int i = 0; i < MAX_LIVE; i++)
+        if (live_p[i] == p) {
+            d_cur -= live_n[i];
+            live_p[i] = NULL;
+            CUDA_CHECK(cudaFree(p));
+            return;
+        }
+    fprintf(stderr, "%s: dfree: %p was not allocated by dmalloc\n", g_prog, p);
+    exit(1);
+}
+
+extern "C" size_t dmem_current(void) { return d_cur; }
+extern "C" size_t dmem_peak(void) { return d_peak; }
+extern "C" void dmem_reset_peak(void) { d_peak = d_cur; }
+extern "C" void dmem_set_limit(size_t bytes) { d_limit = bytes; }
+
+extern "C" size_t dmem_device_used(void)
+{
+    size_t fr = 0, tot = 0;
+    CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+    return tot - fr;
+}
+
+extern "C" size_t dmem_device_total(void)
+{
+    size_t fr = 0, tot = 0;
+    CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+    return tot;
+}

@@ -1,0 +1,46 @@
+/*
+ * gpu.h: the harness's GPU side, callable from C (steps' main.c) and CUDA.
+ *
+ * Built only when nvcc is found (HAVE_CUDA). Without it a step's GPU path
+ * says "built without CUDA" and exits 77: see gpu_require().
+ */
+#ifndef GPU_H
+#define GPU_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 if a CUDA device can be used. Never exits. */
+int gpu_available(void);
+/* For a GPU step: if no device, print "<prog>: SKIP: no CUDA device (...)"
+ * (or "built without CUDA") and exit 77. */
+void gpu_require(void);
+/* "NVIDIA H100 80GB HBM3, sm_90, 132 SMs, 79.1 GB, 227 KB smem/block" */
+const char *gpu_describe(void);
+/* Name of the device only, for CSV and READMEs. */
+const char *gpu_name(void);
+
+/* Tracked device memory, like the host's: current and peak bytes through
+ * dmalloc_try/dfree only, so the peak of naive vs fused is exact.
+ * dmalloc_try returns NULL when the limit (--mem-limit) would be passed or
+ * cudaMalloc says out of memory (that error is not sticky: it is cleared);
+ * any other CUDA error exits 1 with its name. */
+void *dmalloc_try(size_t bytes);
+void *dmalloc(size_t bytes, const char *what); /* exits 1 with the bytes asked for */
+void dfree(void *p);
+size_t dmem_current(void);
+size_t dmem_peak(void);
+void dmem_reset_peak(void);
+void dmem_set_limit(size_t bytes); /* 0 = no limit beyond the device's own */
+/* cudaMemGetInfo's view: used bytes on the whole device right now. */
+size_t dmem_device_used(void);
+size_t dmem_device_total(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
