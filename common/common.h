@@ -16,6 +16,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Exit codes (shared/DESIGN.md): 0 ok, 1 a check failed (or out of memory),
  * 2 usage error, 77 skipped (no CUDA device, or built without CUDA). */
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_SKIP = 77 };
@@ -227,5 +231,9 @@ void inputs_load_or_make(Opts *o, float **q, float **k, float **v);
 
 /* fopen for --csv with a header line; exits 2 if the file can't be opened. */
 FILE *csv_open(const char *path, const char *header);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,9 +5,7 @@
 
 #include <cstring>
 
-extern "C" {
 #include "common.h"
-}
 
 static int g_avail = -1;
 

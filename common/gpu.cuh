@@ -9,9 +9,8 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
+#include "common.h"
 #include "gpu.h"
-
-extern "C" const char *g_prog;
 
 #define CUDA_CHECK(call)                                                                 \
     do {                                                                                 \
