@@ -14,7 +14,19 @@ extern "C" {
 int naive_attention_cpu(const float *q, const float *k, const float *v, float *o,
                         long bh, long N, long D, int causal);
 
-/* GPU path (naive_gpu.cu): the step's GPU run and its checks. */
+/* GPU path (naive_gpu.cu). The baseline the fused kernels are measured
+ * against: S = Q K^T / sqrt(D) with a cuBLAS strided-batched GEMM, a row-wise
+ * stable softmax kernel, O = P V with cuBLAS; S and P are real tracked device
+ * buffers [B, H, N, N] of dtype (fp32: fp32 GEMMs, no TF32; fp16: fp16
+ * storage, fp32 compute in the GEMMs). q, k, v, o are device pointers
+ * [B, H, N, D] in dtype; stream is a cudaStream_t (void * so that C can
+ * include this header). Returns 0, or -1 when S and P cannot be allocated
+ * (dmalloc_try said no: over --mem-limit or cudaMalloc out of memory; the
+ * error is cleared, nothing is computed and nothing leaks). Asynchronous. */
+int naive_attention_gpu(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D,
+                        int dtype, int causal, void *stream);
+
+/* The step's GPU run and its checks. */
 int naive_gpu_main(const Opts *o);
 int naive_gpu_checks(void); /* runs the GPU grid, then returns report_finish() */
 

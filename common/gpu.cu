@@ -129,3 +129,63 @@ extern "C" size_t dmem_device_total(void)
     CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
     return tot;
 }
+
+extern "C" void *dupload(const float *h, size_t n, int dtype, const char *what)
+{
+    size_t esz = dtype_size(dtype);
+    void *d = dmalloc(n * esz, what);
+    if (dtype == DT_FP32) {
+        CUDA_CHECK(cudaMemcpy(d, h, n * esz, cudaMemcpyHostToDevice));
+        return d;
+    }
+    uint16_t *t = (uint16_t *)xmalloc(n * esz, what);
+    for (size_t i = 0; i < n; i++) t[i] = dtype == DT_FP16 ? f32_to_f16(h[i]) : f32_to_bf16(h[i]);
+    CUDA_CHECK(cudaMemcpy(d, t, n * esz, cudaMemcpyHostToDevice));
+    tfree(t);
+    return d;
+}
+
+extern "C" void ddownload(float *h, const void *d, size_t n, int dtype)
+{
+    if (dtype == DT_FP32) {
+        CUDA_CHECK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+        return;
+    }
+    uint16_t *t = (uint16_t *)xmalloc(n * 2, "download");
+    CUDA_CHECK(cudaMemcpy(t, d, n * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) h[i] = dtype == DT_FP16 ? f16_to_f32(t[i]) : bf16_to_f32(t[i]);
+    tfree(t);
+}
+
+extern "C" void dpoison(void *d, size_t n, int dtype)
+{
+    /* 0xFF bytes are a NaN in fp32 (0xFFFFFFFF), fp16 (0xFFFF) and bf16 (0xFFFF)
+     * alike: exponent all ones, mantissa non-zero. */
+    (void)dtype;
+    CUDA_CHECK(cudaMemset(d, 0xFF, n * dtype_size(dtype)));
+    CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+extern "C" double gpu_time_median_ms(void (*fn)(void *), void *ctx, int warmup, int repeat)
+{
+    double t[1000];
+    cudaEvent_t a, b;
+    if (repeat > 1000) repeat = 1000;
+    if (repeat < 1) repeat = 1;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    for (int w = 0; w < warmup; w++) fn(ctx);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    for (int r = 0; r < repeat; r++) {
+        float ms = 0;
+        CUDA_CHECK(cudaEventRecord(a));
+        fn(ctx);
+        CUDA_CHECK(cudaEventRecord(b));
+        CUDA_CHECK(cudaEventSynchronize(b));
+        CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+        t[r] = ms;
+    }
+    CUDA_CHECK(cudaEventDestroy(a));
+    CUDA_CHECK(cudaEventDestroy(b));
+    return median(t, repeat);
+}

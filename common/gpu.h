@@ -39,6 +39,19 @@ void dmem_set_limit(size_t bytes); /* 0 = no limit beyond the device's own */
 size_t dmem_device_used(void);
 size_t dmem_device_total(void);
 
+/* Host float data to a new tracked device buffer stored as dtype (DT_FP32,
+ * DT_FP16 or DT_BF16; rounded to nearest even on the host), and back into
+ * floats. dpoison fills a device buffer of n elements with NaN (in its dtype)
+ * so that an element a kernel forgets to write fails the check. */
+void *dupload(const float *h, size_t n, int dtype, const char *what);
+void ddownload(float *h, const void *d, size_t n, int dtype);
+void dpoison(void *d, size_t n, int dtype);
+
+/* CUDA-event timing on the default stream: fn(ctx) warmup times, then each
+ * of repeat calls between two events; returns the median in milliseconds.
+ * fn only launches (asynchronous); the events bracket the GPU work. */
+double gpu_time_median_ms(void (*fn)(void *), void *ctx, int warmup, int repeat);
+
 #ifdef __cplusplus
 }
 #endif
