@@ -3,9 +3,20 @@
 # on stderr and nothing that looks like a crash. Steps not built are skipped.
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-# a .npy of the wrong dtype (int32) and one of the wrong shape (float32 [2,3])
-printf '\223NUMPY\001\000v\000{'"'"'descr'"'"': '"'"'<i4'"'"', '"'"'fortran_order'"'"': False, '"'"'shape'"'"': (1, 1, 1, 4), }' >"$tmp/int.npy"
-printf '\223NUMPY\001\000v\000{'"'"'descr'"'"': '"'"'<f4'"'"', '"'"'fortran_order'"'"': False, '"'"'shape'"'"': (2, 3), }' >"$tmp/shape.npy"
+# mknpy FILE DESCR SHAPE [DATA_BYTES]: a well-formed .npy header (version 1,
+# padded to 64 bytes) followed by DATA_BYTES zero bytes.
+mknpy() {
+    h="{'descr': '$2', 'fortran_order': False, 'shape': $3, }"
+    while [ $(( (10 + ${#h} + 1) % 64 )) -ne 0 ]; do h="$h "; done
+    len=$(( ${#h} + 1 ))
+    { printf '\223NUMPY\001\000'; printf "\\$(printf %o $((len % 256)))\\$(printf %o $((len / 256)))"
+      printf '%s\n' "$h"; head -c "${4:-0}" /dev/zero; } >"$1"
+}
+mknpy "$tmp/int.npy" '<i4' '(1, 1, 4, 8)' 128      # wrong dtype
+mknpy "$tmp/shape.npy" '<f4' '(2, 3)' 24            # wrong rank
+mknpy "$tmp/ok.npy" '<f4' '(1, 1, 4, 8)' 128        # a good [1,1,4,8] float32
+mknpy "$tmp/other.npy" '<f4' '(1, 1, 5, 8)' 160     # a good file of another shape
+mknpy "$tmp/short.npy" '<f4' '(1, 1, 4, 8)' 100     # data truncated
 printf 'not a numpy file' >"$tmp/junk.npy"
 
 n=0
@@ -35,6 +46,9 @@ bad step01 "missing file"       --q "$tmp/none.npy" --k "$tmp/none.npy" --v "$tm
 bad step01 "npy wrong dtype"    --q "$tmp/int.npy" --k "$tmp/int.npy" --v "$tmp/int.npy"
 bad step01 "npy wrong shape"    --q "$tmp/shape.npy" --k "$tmp/shape.npy" --v "$tmp/shape.npy"
 bad step01 "not a npy"          --q "$tmp/junk.npy" --k "$tmp/junk.npy" --v "$tmp/junk.npy"
+bad step01 "npy shapes differ"  --q "$tmp/ok.npy" --k "$tmp/other.npy" --v "$tmp/ok.npy"
+bad step01 "npy vs --seq"       --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy" --seq 5
+bad step01 "npy truncated"      --q "$tmp/short.npy" --k "$tmp/short.npy" --v "$tmp/short.npy"
 bad step02 "bad mem-limit"      --mem-limit 8X
 bad step02 "bad seq-list"       --seq-list 1024,abc
 bad step02 "empty seq-list"     --seq-list ''
