@@ -82,10 +82,11 @@ int flash_forward_cpu(const float *q,  // [bh, N, D]
                     const float beta = exp_diff(m_tile, m_new);   // beta  = e^(m_tile - m_new)
                     l[r] = alpha * l[r] + beta * l_tile;          // l = alpha l + beta l_tile
                     float *orow = o + r * D;
-                    for (long d = 0; d < D; d++) {
-                        float pv = 0.0f;
-                        for (long c = 0; c < bc; c++) pv += sr[c] * vh[(size_t)(j + c) * D + d]; // (p_tile V_j)[r, d]
-                        orow[d] = alpha * orow[d] + beta * pv;    // o = alpha o + beta p_tile V_j
+                    for (long d = 0; d < D; d++) orow[d] *= alpha;  // o = alpha o ...
+                    for (long c = 0; c < bc; c++) {               // ... + beta p_tile V_j, a row of V at a time
+                        const float w = beta * sr[c];             // (contiguous in V, so the d loop vectorises)
+                        const float *vr = vh + (size_t)(j + c) * D;
+                        for (long d = 0; d < D; d++) orow[d] += w * vr[d];
                     }
                     m[r] = m_new;
                 }
