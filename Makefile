@@ -79,6 +79,7 @@ info:
 # step02 probes step 01's naive attention and step 04's tiled forward.
 EXTRA_C_step02  := 01_naive/naive.c 04_online_softmax/flash.c
 EXTRA_CU_step02 := 01_naive/naive_gpu.cu
+EXTRA_C_step04  := 01_naive/naive.c
 EXTRA_C_step07  :=
 
 # One rule set per step folder: NN_name/*.c and NN_name/*.cu -> ./stepNN
