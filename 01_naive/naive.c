@@ -16,9 +16,7 @@ static void scores(const float *q, const float *k, float *s, long N, long D, int
     const float scale = 1.0f / sqrtf((float)D);
     for (long i = 0; i < N; i++)
         for (long j = 0; j < N; j++) {
-            float acc = 0.0f;
-            for (long d = 0; d < D; d++)
-                acc += q[i * D + d] * k[j * D + d];            // s_ij = q_i . k_j
+            const float acc = dot_f32(q + i * D, k + j * D, D);    // s_ij = q_i . k_j
             s[i * N + j] = (causal && j > i) ? -INFINITY : acc * scale;
         }
 }
@@ -41,7 +39,7 @@ static void pv(const float *p, const float *v, float *o, long N, long D)
 {
     for (long i = 0; i < N; i++) {
         for (long d = 0; d < D; d++) o[i * D + d] = 0.0f;
-        for (long j = 0; j < N; j++) {
+        for (long j = 0; j < N; j++) {                         // o_i = sum_j p_ij v_j, a row of V at a time
             const float pij = p[i * N + j];
             for (long d = 0; d < D; d++) o[i * D + d] += pij * v[j * D + d];
         }

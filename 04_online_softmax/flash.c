@@ -66,9 +66,7 @@ int flash_forward_cpu(const float *q,  // [bh, N, D]
                     float *sr = s_tile + r * BC;
                     float m_tile = -INFINITY, l_tile = 0.0f;
                     for (long c = 0; c < bc; c++) {
-                        float acc = 0.0f;
-                        for (long d = 0; d < D; d++) acc += qr[d] * kh[(size_t)(j + c) * D + d];
-                        sr[c] = acc * scale;                      // s_tile = Q_i K_j^T / sqrt(D)
+                        sr[c] = dot_f32(qr, kh + (size_t)(j + c) * D, D) * scale; // s_tile = Q_i K_j^T / sqrt(D)
                         if (causal && j + c > i + r) sr[c] = -INFINITY; // absolute indices: key j+c vs query i+r
                         m_tile = fmaxf(m_tile, sr[c]);            // m_tile = rowmax(s_tile)
                     }

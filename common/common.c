@@ -370,6 +370,17 @@ void round_to_dtype(float *x, size_t n, int dtype)
     if (dtype == DT_BF16) for (size_t i = 0; i < n; i++) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
 }
 
+float dot_f32(const float *a, const float *b, long D)
+{
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, acc;
+    long d = 0;
+    for (; d + 8 <= D; d += 8)
+        for (int u = 0; u < 8; u++) s[u] += a[d + u] * b[d + u];
+    acc = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; d < D; d++) acc += a[d] * b[d];
+    return acc;
+}
+
 /* ------------------------------------------------------ float64 reference */
 
 void ref_attention_row(const float *q, const float *k, const float *v, long N, long D,
