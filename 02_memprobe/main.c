@@ -1,0 +1,312 @@
+/*
+ * step02: where naive attention dies. The chapter's memory probe (book Steps
+ * 1 and 5): peak memory of naive attention vs the tiled forward over N.
+ *
+ * What it adds over step 01: nothing new is computed. It runs step 01's naive
+ * attention and step 04's one-pass tiled forward (the same code, linked from
+ * their folders) at N = 1024, 2048, ... and reads the peak of the tracked
+ * allocator after each. Naive holds S and P, 2*B*H*N*N floats, so its peak
+ * quadruples per doubling of N; the tiled forward holds Q, K, V, O and one
+ * [BR, BC] tile, so its peak doubles. --mem-limit emulates a smaller card:
+ * a run whose allocations would pass the limit is refused (OOM) and the
+ * sweep goes on, the way the chapter's 8 GB card fails.
+ *
+ * Run:   make step02 && ./step02 --mem-limit 8G     (CPU: N = 1024 .. 8192)
+ *        ./step02 --device gpu --mem-limit 8G       (GPU: N = 1024 .. 65536, fp16)
+ *        ./step02 --seq-list 512,1024 --check
+ * Expect (last lines):
+ *        answer: naive attention first fails at N = 8192 (needs 8.86 GB, limit 8.00 GB)
+ *        answer: the tiled forward uses less than 1/10 of naive's memory from N = ...
+ * Limits: CPU times are single-threaded; the default CPU sweep takes a couple
+ *        of minutes on a 2-core machine, most of it at N = 8192.
+ */
+#define _POSIX_C_SOURCE 200809L /* strtok_r */
+#include "common.h"
+#include "gpu.h"
+#include "memprobe.h"
+#include "../01_naive/naive.h"
+#include "../04_online_softmax/flash.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+// --- the probe ------------------------------------------------------------------
+
+/* One run of one method at one N: allocate inputs and output (tracked), run,
+ * read the peak. The inputs are real random data and the two methods'
+ * outputs are compared, so the probe never measures code that computes
+ * garbage. */
+static ProbeRow probe_cpu_one(const Opts *o, long N, int naive, const float *check_against, float **out_keep)
+{
+    ProbeRow r;
+    size_t n = (size_t)o->B * o->H * N * o->D;
+    memset(&r, 0, sizeof r);
+    r.N = N;
+    r.method = naive ? "naive" : "tiled";
+    /* What the run needs: Q, K, V, O, plus S and P for naive or one tile for tiled. */
+    r.need_bytes = 4 * n * sizeof(float) +
+                   (naive ? 2 * (size_t)o->B * o->H * N * N * sizeof(float)
+                          : ((size_t)o->BR * o->BC + (size_t)o->BR * o->D + 2 * (size_t)o->BR) * sizeof(float));
+    mem_reset_peak();
+    rss_reset_peak();
+    size_t base = mem_current();
+    float *q = tmalloc(n * 4), *k = q ? tmalloc(n * 4) : NULL, *v = k ? tmalloc(n * 4) : NULL;
+    float *out = v ? tmalloc(n * 4) : NULL;
+    if (!out) {
+        tfree(q); tfree(k); tfree(v);
+        r.oom = 1;
+        return r;
+    }
+    make_qkv(q, k, v, n, o->seed);
+    double t0 = now_sec();
+    int rc = naive ? naive_attention_cpu(q, k, v, out, o->B * o->H, N, o->D, 0)
+                   : flash_forward_cpu(q, k, v, out, o->B * o->H, N, o->D, o->BR, o->BC, 0);
+    r.ms = (now_sec() - t0) * 1e3;
+    r.peak_bytes = mem_peak() - base;
+    r.rss_bytes = rss_peak_bytes();
+    r.oom = rc != 0;
+    if (!r.oom && check_against) {
+        double mx = 0;
+        for (size_t i = 0; i < n; i++) {
+            double d = fabs((double)out[i] - check_against[i]);
+            if (!(d <= mx)) mx = d;  /* NaN propagates */
+        }
+        r.max_diff = mx;
+    }
+    tfree(q); tfree(k); tfree(v);
+    if (out_keep && !r.oom) *out_keep = out;
+    else tfree(out);
+    return r;
+}
+
+// --- the HBM traffic model (lesson 002) -----------------------------------------
+
+/* Bytes one head moves through HBM in the lesson's model, fp16 (2 bytes):
+ *   standard: read Q, K (2ND); write S (N^2); read S, write P (2 N^2);
+ *             read P and V (N^2 + ND); write O (ND)   = 4ND + 4N^2 elements
+ *   flash:    read Q, K, V once, write O once        = 4ND elements (the minimum;
+ *             the real kernel re-reads K and V once per Q tile, still linear in N)
+ * The lesson's own figure counts S and P once each: 2 N^2 * 2 B = 67 MB at N = 4096. */
+static double hbm_standard(double N, double D) { return 2.0 * (4 * N * D + 4 * N * N); }
+static double hbm_flash(double N, double D) { return 2.0 * (4 * N * D); }
+
+static void print_traffic_model(void)
+{
+    char b1[32], b2[32];
+    printf("\nHBM traffic per head, fp16 (lesson 002's model):\n"
+           "  standard = 2 bytes * (4*N*D + 4*N^2)  [read Q,K; write S; read S, write P; read P,V; write O]\n"
+           "  flash    = 2 bytes * (4*N*D)          [read Q,K,V once, write O once]\n"
+           "     N    D     standard        flash    ratio\n");
+    static const double Ns[] = {512, 1024, 2048, 4096};
+    for (int d = 0; d < 2; d++)
+        for (int i = 0; i < 4; i++) {
+            double D = d ? 128 : 64, s = hbm_standard(Ns[i], D), f = hbm_flash(Ns[i], D);
+            printf("  %5.0f  %3.0f  %11s  %11s  %6.1fx\n", Ns[i], D, fmt_bytes(s, b1, sizeof b1),
+                   fmt_bytes(f, b2, sizeof b2), s / f);
+        }
+    printf("  (the lesson's 'S and P together ~67 MB per head' at N = 4096 is 2 * 4096^2 * 2 bytes = %s)\n",
+           fmt_bytes(2.0 * 4096 * 4096 * 2, b1, sizeof b1));
+}
+
+// --- the table and the two answers ------------------------------------------------
+
+void probe_print_header(const char *unit_note)
+{
+    printf("\n%7s  %-7s %6s %12s %12s %12s %10s  %s\n", "N", "method", "status", "peak", "needs", "other view",
+           "time", unit_note);
+}
+
+void probe_print_row(const ProbeRow *r, FILE *csv, const char *device, const char *dtype, const Opts *o, size_t limit)
+{
+    char b1[32], b2[32], b3[32];
+    printf("%7ld  %-7s %6s %12s %12s %12s %8.1f ms", r->N, r->method, r->oom ? "OOM" : "ok",
+           r->oom ? "-" : fmt_bytes((double)r->peak_bytes, b1, sizeof b1), fmt_bytes((double)r->need_bytes, b2, sizeof b2),
+           r->oom ? "-" : fmt_bytes((double)r->rss_bytes, b3, sizeof b3), r->oom ? 0.0 : r->ms);
+    if (!r->oom && r->max_diff > 0) printf("  max |naive - tiled| %.1e", r->max_diff);
+    printf("\n");
+    if (csv)
+        fprintf(csv, "%s,%s,%ld,%ld,%ld,%ld,%s,%s,%zu,%zu,%zu,%.3f,%zu\n", device, dtype, o->B, o->H, r->N, o->D, r->method,
+                r->oom ? "oom" : "ok", r->oom ? (size_t)0 : r->peak_bytes, r->need_bytes, r->oom ? (size_t)0 : r->rss_bytes,
+                r->oom ? 0.0 : r->ms, limit);
+}
+
+void probe_answers(const ProbeRow *naive, const ProbeRow *tiled, int n, size_t limit, const char *tiled_name)
+{
+    char b1[32], b2[32];
+    int fail = -1, tenth = -1;
+    for (int i = 0; i < n; i++) {
+        if (fail < 0 && naive[i].oom) fail = i;
+        if (tenth < 0 && !tiled[i].oom &&
+            (naive[i].oom ? tiled[i].peak_bytes * 10 < naive[i].need_bytes : tiled[i].peak_bytes * 10 < naive[i].peak_bytes))
+            tenth = i;
+    }
+    if (fail >= 0)
+        printf("answer: naive attention first fails at N = %ld (needs %s, limit %s)\n", naive[fail].N,
+               fmt_bytes((double)naive[fail].need_bytes, b1, sizeof b1), fmt_bytes((double)limit, b2, sizeof b2));
+    else
+        printf("answer: naive attention did not fail up to N = %ld under the limit of %s (try a larger N or --mem-limit)\n",
+               naive[n - 1].N, fmt_bytes((double)limit, b1, sizeof b1));
+    if (tenth >= 0)
+        printf("answer: the %s uses less than 1/10 of naive's memory from N = %ld (%s vs %s%s)\n", tiled_name, tiled[tenth].N,
+               fmt_bytes((double)tiled[tenth].peak_bytes, b1, sizeof b1),
+               fmt_bytes((double)(naive[tenth].oom ? naive[tenth].need_bytes : naive[tenth].peak_bytes), b2, sizeof b2),
+               naive[tenth].oom ? " needed" : "");
+    else
+        printf("answer: the %s never used less than 1/10 of naive's memory in this sweep (up to N = %ld)\n", tiled_name,
+               tiled[n - 1].N);
+}
+
+static int run_cpu(const Opts *o, const long *Ns, int nN, size_t limit, FILE *csv, ProbeRow *nr, ProbeRow *tr)
+{
+    char b1[32];
+    mem_set_limit(limit);
+    printf("step02: memory probe on the CPU, fp32, B=%ld H=%ld D=%ld, tiled BR=%ld BC=%ld, limit %s\n", o->B, o->H, o->D,
+           o->BR, o->BC, fmt_bytes((double)limit, b1, sizeof b1));
+    probe_print_header("(peak = tracked allocations; other view = process peak RSS)");
+    for (int i = 0; i < nN; i++) {
+        float *naive_out = NULL;
+        nr[i] = probe_cpu_one(o, Ns[i], 1, NULL, &naive_out);
+        probe_print_row(&nr[i], csv, "cpu", "fp32", o, limit);
+        tr[i] = probe_cpu_one(o, Ns[i], 0, naive_out, NULL);
+        probe_print_row(&tr[i], csv, "cpu", "fp32", o, limit);
+        tfree(naive_out);
+        if (!nr[i].oom && !tr[i].oom && !(tr[i].max_diff < 1e-4)) {
+            fprintf(stderr, "step02: naive and tiled disagree at N = %ld (max diff %.2e)\n", Ns[i], tr[i].max_diff);
+            return EXIT_FAIL;
+        }
+        if (i > 0 && !nr[i].oom && !nr[i - 1].oom)
+            printf("%7s  naive peak grew %.2fx, tiled %.2fx for a %.0fx longer sequence\n", "", (double)nr[i].peak_bytes / nr[i - 1].peak_bytes,
+                   (double)tr[i].peak_bytes / tr[i - 1].peak_bytes, (double)Ns[i] / Ns[i - 1]);
+    }
+    mem_set_limit(0);
+    return EXIT_OK;
+}
+
+// --- checks -------------------------------------------------------------------------
+
+static int run_checks(Opts *o)
+{
+    /* Small sizes, a limit that refuses naive at the largest N but not tiled. */
+    static const long Ns[] = {128, 256, 512};
+    ProbeRow nr[3], tr[3];
+    o->B = 1; o->H = 2; o->D = 32;
+    size_t sp512 = 2 * (size_t)o->B * o->H * 512 * 512 * 4; /* S and P at N = 512: 4.2 MB */
+    size_t limit = sp512 / 2;
+    mem_set_limit(limit);
+    for (int i = 0; i < 3; i++) {
+        float *nout = NULL;
+        nr[i] = probe_cpu_one(o, Ns[i], 1, NULL, &nout);
+        tr[i] = probe_cpu_one(o, Ns[i], 0, nout, NULL);
+        tfree(nout);
+    }
+    mem_set_limit(0);
+    report(!nr[0].oom && !nr[1].oom, NULL, "probe/naive-runs-under-limit", "naive ran at N=128, 256 (needs %zu, %zu bytes; limit %zu)",
+           nr[0].need_bytes, nr[1].need_bytes, limit);
+    report(nr[2].oom, NULL, "probe/naive-oom", "naive at N=512 needs %zu bytes > limit %zu: refused as OOM (%s)", nr[2].need_bytes,
+           limit, nr[2].oom ? "it was" : "it was NOT");
+    report(!tr[2].oom, NULL, "probe/tiled-runs", "the tiled forward still ran at N=512 under the same limit");
+    int exact = 1;
+    for (int i = 0; i < 2; i++) exact &= nr[i].peak_bytes == nr[i].need_bytes && tr[i].peak_bytes == tr[i].need_bytes;
+    report(exact, NULL, "probe/peak-is-exact", "tracked peaks equal Q,K,V,O + S,P (naive) and Q,K,V,O + tile (tiled) to the byte");
+    double gn = (double)nr[1].peak_bytes / nr[0].peak_bytes, gt = (double)tr[2].peak_bytes / tr[1].peak_bytes;
+    double sp_growth = (double)(nr[1].peak_bytes - 4 * (size_t)o->B * o->H * 256 * o->D * 4) /
+                       (double)(nr[0].peak_bytes - 4 * (size_t)o->B * o->H * 128 * o->D * 4);
+    report(fabs(sp_growth - 4.0) < 1e-9 && gn > 3.0, NULL, "probe/naive-quadratic",
+           "naive's S+P grew exactly %.2fx (total %.2fx) when N doubled", sp_growth, gn);
+    report(gt > 1.9 && gt < 2.1, NULL, "probe/tiled-linear", "the tiled forward's peak grew %.2fx when N doubled", gt);
+    report(tr[0].max_diff < 1e-5 && tr[1].max_diff < 1e-5, NULL, "probe/outputs-agree",
+           "naive and tiled outputs agree (max diff %.1e, %.1e)", tr[0].max_diff, tr[1].max_diff);
+    /* The traffic model at one point by hand: N = 4096, D = 128: standard
+     * 2*(4*4096*128 + 4*4096^2) = 138412032 bytes, flash 2*4*4096*128 = 4194304. */
+    report(hbm_standard(4096, 128) == 138412032.0 && hbm_flash(4096, 128) == 4194304.0, NULL, "probe/traffic-model",
+           "N=4096 D=128: standard %.0f bytes, flash %.0f bytes (by hand: 138412032 and 4194304)", hbm_standard(4096, 128),
+           hbm_flash(4096, 128));
+#ifdef HAVE_CUDA
+    if (gpu_available()) memprobe_gpu_checks();
+    else report_skip("probe/gpu", "no CUDA device");
+#else
+    report_skip("probe/gpu", "built without CUDA");
+#endif
+    return report_finish();
+}
+
+// --- main ---------------------------------------------------------------------
+
+static void usage(const Opts *o)
+{
+    printf("usage: ./step02 [options]\n"
+           "Peak memory of naive attention vs the tiled (CPU) or fused (GPU) forward over N (book Steps 1, 5).\n");
+    print_common_usage(o);
+    printf("  --seq-list N1,N2,...   sequence lengths (default 1024..8192 on the CPU, 1024..65536 on the GPU)\n"
+           "  --mem-limit SIZE       refuse runs that would allocate more (8G, 512M, ...; default: CPU half the\n"
+           "                         physical memory, GPU the device's own)\n");
+}
+
+int main(int argc, char **argv)
+{
+    Opts o;
+    long Ns[32];
+    int nN = 0;
+    size_t limit = 0;
+    opts_init(&o, "step02", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_DEVICE,
+              (1u << DT_FP32) | (1u << DT_FP16));
+    o.B = 2; o.H = 8; o.D = 64; o.BR = 64; o.BC = 64;
+    int dtype_given = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--dtype")) dtype_given = 1;
+        if (opts_parse_common(&o, argc, argv, &i)) continue;
+        if (!strcmp(argv[i], "--mem-limit")) { limit = parse_size(argv[i], opt_value(argc, argv, &i)); continue; }
+        if (!strcmp(argv[i], "--seq-list")) {
+            const char *a = argv[i], *s = opt_value(argc, argv, &i);
+            char buf[512], *tok, *save = NULL;
+            if (!*s) usage_error("option %s: empty list, expected N1,N2,... (integers in [1, 1048576])", a);
+            if (strlen(s) >= sizeof buf) usage_error("option %s: list too long", a);
+            strcpy(buf, s);
+            nN = 0;
+            for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                if (nN == 32) usage_error("option %s: at most 32 values", a);
+                Ns[nN++] = parse_long(a, tok, 1, 1048576);
+            }
+            if (nN == 0) usage_error("option %s: empty list, expected N1,N2,...", a);
+            continue;
+        }
+        usage_error("unknown option '%s' (see --help)", argv[i]);
+    }
+    if (o.help) { usage(&o); return 0; }
+    int gpu = o.device == DEV_GPU || (o.device == DEV_AUTO && gpu_available());
+    if (!gpu && o.dtype != DT_FP32) usage_error("option --dtype: %s is for --device gpu; the CPU probe is fp32", dtype_name(o.dtype));
+    if (gpu && !dtype_given) o.dtype = DT_FP16; /* the chapter's probe is fp16 on the GPU */
+    if (nN == 0) {
+        long last = gpu ? 65536 : 8192;
+        for (long N = 1024; N <= last; N *= 2) Ns[nN++] = N;
+    }
+    for (int i = 0; i < nN; i++) { /* every size must fit size_t, also naive's 2*B*H*N*N */
+        o.N = Ns[i];
+        opts_validate(&o, dtype_size(o.dtype));
+        (void)size_or_die("S and P: 2*B*H*N*N*sizeof", 2, (size_t)o.B * o.H, (size_t)Ns[i], (size_t)Ns[i], dtype_size(o.dtype));
+    }
+    if (o.check) return run_checks(&o);
+    FILE *csv = o.csv ? csv_open(o.csv, "device,dtype,B,H,N,D,method,status,peak_bytes,need_bytes,other_bytes,ms,limit_bytes") : NULL;
+    int rc;
+    if (gpu) {
+#ifdef HAVE_CUDA
+        gpu_require();
+        rc = memprobe_gpu(&o, Ns, nN, limit, csv);
+#else
+        gpu_require();
+        rc = EXIT_SKIP;
+#endif
+    } else {
+        ProbeRow nr[32], tr[32];
+        if (!limit) limit = phys_mem_bytes() / 2;
+        rc = run_cpu(&o, Ns, nN, limit, csv, nr, tr);
+        if (rc == EXIT_OK) {
+            printf("\n");
+            probe_answers(nr, tr, nN, limit, "tiled forward");
+            print_traffic_model();
+        }
+    }
+    if (csv) fclose(csv);
+    return rc;
+}
