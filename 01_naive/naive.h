@@ -26,6 +26,16 @@ int naive_attention_cpu(const float *q, const float *k, const float *v, float *o
 int naive_attention_gpu(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D,
                         int dtype, int causal, void *stream);
 
+/* The same with S and P given (each [B, H, N, N] of dtype), as a caching
+ * allocator (PyTorch's) hands them to a user: benchmarks time this, so that
+ * cudaMalloc and cudaFree are not what is timed. */
+void naive_attention_gpu_ws(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D,
+                            int dtype, int causal, void *S, void *P, void *stream);
+/* The naive GPU result's max abs error against the float64 reference at this
+ * shape and seed (inputs rounded to dtype): the yardstick of FlashAttention's
+ * accuracy rule for the fp16/bf16 kernels. -1 if S and P do not fit. */
+double naive_gpu_error(long B, long H, long N, long D, int dtype, int causal, uint64_t seed);
+
 /* The step's GPU run and its checks. */
 int naive_gpu_main(const Opts *o);
 int naive_gpu_checks(void); /* runs the GPU grid, then returns report_finish() */
