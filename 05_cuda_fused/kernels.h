@@ -10,7 +10,6 @@
 #define KERNELS_H
 
 #include <stddef.h>
-#include <cuda_runtime.h>
 
 #include "common.h"
 
@@ -25,11 +24,12 @@ typedef struct FusedKernel {
      * contiguous in the kernel's dtype (float, __half or __nv_bfloat16; O in
      * the same dtype). causal != 0: key index <= query index, with absolute
      * indices and K/V tiles wholly above the diagonal skipped. Launches on
-     * stream s, checks the launch (CUDA_CHECK_LAST), does not synchronise.
+     * stream s (a cudaStream_t, void * so that C can include this header),
+     * checks the launch (CUDA_CHECK_LAST), does not synchronise.
      * Returns 0, or -1 after printing one line if it cannot run this case
      * (shared memory over the device limit, say). */
     int (*launch)(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D,
-                  int dtype, int causal, cudaStream_t s);
+                  int dtype, int causal, void *s);
     /* Tile sizes and launch shape for this D, for the output ("BR=64 BC=64, 128 threads"). */
     void (*describe)(long D, int dtype, char *buf, size_t n);
 } FusedKernel;

@@ -130,18 +130,23 @@ extern "C" size_t dmem_device_total(void)
     return tot;
 }
 
-extern "C" void *dupload(const float *h, size_t n, int dtype, const char *what)
+extern "C" void dupload_into(void *d, const float *h, size_t n, int dtype)
 {
     size_t esz = dtype_size(dtype);
-    void *d = dmalloc(n * esz, what);
     if (dtype == DT_FP32) {
         CUDA_CHECK(cudaMemcpy(d, h, n * esz, cudaMemcpyHostToDevice));
-        return d;
+        return;
     }
-    uint16_t *t = (uint16_t *)xmalloc(n * esz, what);
+    uint16_t *t = (uint16_t *)xmalloc(n * esz, "upload");
     for (size_t i = 0; i < n; i++) t[i] = dtype == DT_FP16 ? f32_to_f16(h[i]) : f32_to_bf16(h[i]);
     CUDA_CHECK(cudaMemcpy(d, t, n * esz, cudaMemcpyHostToDevice));
     tfree(t);
+}
+
+extern "C" void *dupload(const float *h, size_t n, int dtype, const char *what)
+{
+    void *d = dmalloc(n * dtype_size(dtype), what);
+    dupload_into(d, h, n, dtype);
     return d;
 }
 
@@ -189,3 +194,5 @@ extern "C" double gpu_time_median_ms(void (*fn)(void *), void *ctx, int warmup, 
     CUDA_CHECK(cudaEventDestroy(b));
     return median(t, repeat);
 }
+
+extern "C" void gpu_sync_check(void) { CUDA_CHECK(cudaDeviceSynchronize()); }

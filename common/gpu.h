@@ -44,8 +44,12 @@ size_t dmem_device_total(void);
  * floats. dpoison fills a device buffer of n elements with NaN (in its dtype)
  * so that an element a kernel forgets to write fails the check. */
 void *dupload(const float *h, size_t n, int dtype, const char *what);
+void dupload_into(void *d, const float *h, size_t n, int dtype); /* into an existing buffer */
 void ddownload(float *h, const void *d, size_t n, int dtype);
 void dpoison(void *d, size_t n, int dtype);
+
+/* cudaDeviceSynchronize, checked: a fault inside a kernel shows here. */
+void gpu_sync_check(void);
 
 /* CUDA-event timing on the default stream: fn(ctx) warmup times, then each
  * of repeat calls between two events; returns the median in milliseconds.

@@ -1,0 +1,236 @@
+/*
+ * Kernel 2: shared-memory tiles. One thread block per (batch, head, Q tile
+ * of BR = 64 rows); K and V walked in tiles of BC = 64 rows, each loaded
+ * ONCE into shared memory and used by all 64 query rows of the block.
+ *
+ * What changes over kernel 1: in kernel 1 each of the 64 threads that own a
+ * row tile's rows read every k_j and v_j itself (BR reads of each K/V row per
+ * row tile); here the block loads a K/V tile once (1 read per row tile: the
+ * "IO-aware" point of the chapter, with the tile in the SM's SRAM) and 256
+ * threads compute the [BR, BC] score tile together, each thread a 4 x 4
+ * block of it, kept in registers. Each row of the tile belongs to 16 threads
+ * (a half warp), so the row max and row sum are 4 shuffles.
+ *
+ * The update is the chapter's, written the way FlashAttention-2 does it:
+ * p = e^(s - m_new) directly, which is beta * e^(s - m_tile) with beta
+ * folded in; alpha = e^(m - m_new) rescales l and o. l is kept per thread
+ * (the sum of its own columns) and summed across the half warp only once,
+ * at the end, because alpha is the same for every column of a row.
+ *
+ * Tile sizes: the chapter's B_c = ceil(M / 4d) (003, with M the shared
+ * memory per block) is printed by describe(); on an H100 it gives ~900 rows
+ * at D = 64, far more than a register-blocked tile can use, so the kernel
+ * rounds down to BR = BC = 64 (a 4 x 4 register block per thread, 256
+ * threads). Shared memory: Q, K, V tiles [64][D+1] and P [64][65] floats,
+ * 66 KB at D = 64 and 116 KB at D = 128, above the default 48 KB: asked for
+ * with cudaFuncSetAttribute and checked against the device limit.
+ *
+ * Measured on the H100: see 05_cuda_fused/README.md (./step05, ./step05 --bench).
+ */
+#include <cmath>
+
+#include "gpu.cuh"
+#include "kernels.h"
+
+// --- the kernel ------------------------------------------------------------------
+
+constexpr int K2_BR = 64, K2_BC = 64, K2_THREADS = 256;
+
+/* Shared memory layout, in floats. Rows padded by one float: the 16 threads
+ * of a half warp read 16 different K rows at the same column, and with a
+ * row stride of D+1 (odd) they fall in 16 different banks. */
+template <int D> struct K2Smem {
+    static constexpr int LD = D + 1, LDP = K2_BC + 1;
+    static constexpr size_t floats = (size_t)3 * K2_BR * LD + (size_t)K2_BR * LDP;
+    static constexpr size_t bytes = floats * sizeof(float);
+};
+
+template <int D>
+__global__ void __launch_bounds__(K2_THREADS)
+kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
+                   const float *__restrict__ K,  // [B, H, N, D]
+                   const float *__restrict__ V,  // [B, H, N, D]
+                   float *__restrict__ O,        // [B, H, N, D]
+                   long N, long row_tiles, int causal)
+{
+    using L = K2Smem<D>;
+    extern __shared__ float smem[];
+    float *q_s = smem;                            // [BR][D+1]  Q_i, pre-scaled by 1/sqrt(D)
+    float *k_s = q_s + K2_BR * L::LD;             // [BC][D+1]  K_j
+    float *v_s = k_s + K2_BC * L::LD;             // [BC][D+1]  V_j
+    float *p_s = v_s + K2_BC * L::LD;             // [BR][BC+1] p_tile
+
+    const long bh = blockIdx.x / row_tiles;
+    const long i0 = (blockIdx.x % row_tiles) * K2_BR;            // first query row of this tile
+    const float *Qh = Q + bh * N * D, *Kh = K + bh * N * D, *Vh = V + bh * N * D;
+    const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;   // rows 4ty..4ty+3; columns tx + 16c
+    const float scale = 1.0f / sqrtf((float)D);
+
+    /* Q_i once; rows past N are zero (their scores are finite, their output never written). */
+    for (int e = tid; e < K2_BR * D; e += K2_THREADS) {
+        const int r = e / D, d = e % D;
+        q_s[r * L::LD + d] = i0 + r < N ? Qh[(i0 + r) * D + d] * scale : 0.0f;
+    }
+
+    constexpr int OC = D / 16;                    // output columns per thread: tx + 16c, c < OC
+    float o[4][OC], m[4], l[4];                   // running state of this thread's 4 rows
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < OC; c++) o[r][c] = 0.0f;
+    }
+
+    /* Causal: tiles starting past this Q tile's last row are wholly masked; skip them. */
+    const long last_row = (i0 + K2_BR < N ? i0 + K2_BR : N) - 1;
+    const long jend = causal ? last_row + 1 : N;
+    for (long j0 = 0; j0 < jend; j0 += K2_BC) {
+        __syncthreads();                          // everyone is done with the previous K_j, V_j, P
+        for (int e = tid; e < K2_BC * D; e += K2_THREADS) {      // K_j, V_j: coalesced, once per block
+            const int r = e / D, d = e % D;
+            const bool in = j0 + r < N;
+            k_s[r * L::LD + d] = in ? Kh[(j0 + r) * D + d] : 0.0f;
+            v_s[r * L::LD + d] = in ? Vh[(j0 + r) * D + d] : 0.0f;
+        }
+        __syncthreads();
+
+        float s[4][4];                            // s_tile[4ty + r][tx + 16c]
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) s[r][c] = 0.0f;
+#pragma unroll 8
+        for (int d = 0; d < D; d++) {
+            float qv[4], kv[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++) qv[r] = q_s[(4 * ty + r) * L::LD + d];   // broadcast in the half warp
+#pragma unroll
+            for (int c = 0; c < 4; c++) kv[c] = k_s[(tx + 16 * c) * L::LD + d];   // 16 banks, no conflict
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) s[r][c] += qv[r] * kv[c];          // s_tile = Q_i K_j^T / sqrt(D)
+        }
+
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const long row = i0 + 4 * ty + r;
+            float m_tile = -INFINITY;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const long col = j0 + tx + 16 * c;
+                if (col >= N || (causal && col > row)) s[r][c] = -INFINITY;   // absolute indices
+                m_tile = fmaxf(m_tile, s[r][c]);
+            }
+#pragma unroll
+            for (int off = 8; off > 0; off /= 2)                              // max over the half warp's 64 columns
+                m_tile = fmaxf(m_tile, __shfl_xor_sync(0xffffffffu, m_tile, off));
+            const float m_new = fmaxf(m[r], m_tile);                          // m_new = max(m, m_tile)
+            /* A row with every column masked so far has m_new = -inf: keep its
+             * state as it is (alpha = 1, p = 0) instead of e^(-inf + inf) = NaN. */
+            const float alpha = m_new == -INFINITY ? 1.0f : __expf(m[r] - m_new); // alpha = e^(m - m_new)
+            float l_part = 0.0f;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const float p = m_new == -INFINITY ? 0.0f : __expf(s[r][c] - m_new); // p = beta e^(s - m_tile)
+                p_s[(4 * ty + r) * L::LDP + tx + 16 * c] = p;
+                l_part += p;
+            }
+            l[r] = alpha * l[r] + l_part;                                     // l = alpha l + rowsum(p) (this thread's part)
+#pragma unroll
+            for (int c = 0; c < OC; c++) o[r][c] *= alpha;                    // o = alpha o ...
+            m[r] = m_new;
+        }
+        __syncthreads();                          // the whole p_tile is in shared memory
+
+#pragma unroll 4
+        for (int jj = 0; jj < K2_BC; jj++) {                                  // ... + p_tile V_j
+            float vv[OC];
+#pragma unroll
+            for (int c = 0; c < OC; c++) vv[c] = v_s[jj * L::LD + tx + 16 * c];
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const float p = p_s[(4 * ty + r) * L::LDP + jj];
+#pragma unroll
+                for (int c = 0; c < OC; c++) o[r][c] += p * vv[c];
+            }
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        float lr = l[r];
+#pragma unroll
+        for (int off = 8; off > 0; off /= 2) lr += __shfl_xor_sync(0xffffffffu, lr, off); // the row's l
+        const long row = i0 + 4 * ty + r;
+        if (row < N) {
+            const float inv_l = 1.0f / lr;
+#pragma unroll
+            for (int c = 0; c < OC; c++) O[(bh * N + row) * D + tx + 16 * c] = o[r][c] * inv_l; // O_i = o / l
+        }
+    }
+}
+
+// --- the launcher -------------------------------------------------------------------
+
+template <int D>
+static int launch_d(const float *q, const float *k, const float *v, float *o, long B, long H, long N, int causal,
+                    cudaStream_t s)
+{
+    using L = K2Smem<D>;
+    int dev = 0, limit = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (L::bytes > (size_t)limit) {
+        fprintf(stderr, "%s: kernel 2 at D=%d needs %zu bytes of shared memory, the device allows %d per block\n", g_prog,
+                D, L::bytes, limit);
+        return -1;
+    }
+    /* Above 48 KB a kernel must opt in to its dynamic shared memory. */
+    CUDA_CHECK(cudaFuncSetAttribute(kernel2_smem_tiles<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes));
+    const long row_tiles = (N + K2_BR - 1) / K2_BR;
+    kernel2_smem_tiles<D><<<(unsigned)(B * H * row_tiles), K2_THREADS, L::bytes, s>>>(q, k, v, o, N, row_tiles, causal);
+    CUDA_CHECK_LAST();
+    return 0;
+}
+
+static int k2_supports(long D) { return D >= 16 && D <= 128 && D % 16 == 0; }
+
+static int k2_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
+                     int causal, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (dtype != DT_FP32 || !k2_supports(D)) {
+        fprintf(stderr, "%s: kernel 2 takes fp32 and D in 16..128 (multiples of 16), not %s D=%ld\n", g_prog,
+                dtype_name(dtype), D);
+        return -1;
+    }
+    const float *Q = (const float *)q, *K = (const float *)k, *Vp = (const float *)v;
+    float *Op = (float *)o;
+    switch (D) {
+#define K2_CASE(d) case d: return launch_d<d>(Q, K, Vp, Op, B, H, N, causal, s);
+    K2_CASE(16) K2_CASE(32) K2_CASE(48) K2_CASE(64) K2_CASE(80) K2_CASE(96) K2_CASE(112) K2_CASE(128)
+#undef K2_CASE
+    }
+    return -1;
+}
+
+static void k2_describe(long D, int dtype, char *buf, size_t n)
+{
+    (void)dtype;
+    int dev = 0, M = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&M, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const long bc = (M + 4 * D - 1) / (4 * D);
+    const size_t bytes = ((size_t)3 * K2_BR * (D + 1) + (size_t)K2_BR * (K2_BC + 1)) * sizeof(float);
+    snprintf(buf, n,
+             "B_c = ceil(M / 4d) = ceil(%d / %ld) = %ld rows (003's formula, M = shared memory per block); "
+             "rounded down to BR = BC = %d for a 4x4 register block per thread, %d threads, %zu bytes of shared memory",
+             M, 4 * D, bc, K2_BC, K2_THREADS, bytes);
+}
+
+static const FusedKernel kernel2 = {2, "smem tiles",
+                                    "K/V tiles loaded once per block into shared memory, score tile computed cooperatively",
+                                    1u << DT_FP32, k2_supports, k2_launch, k2_describe};
+FUSED_REGISTER(kernel2);

@@ -1,0 +1,471 @@
+/*
+ * step05: the fused CUDA kernels (book Step 7's "production CUDA version",
+ * built up), each checked against the float64 reference and timed against
+ * naive attention on the same GPU.
+ *
+ * What it adds over step 04: the tiled forward runs on the GPU as ONE kernel
+ * (scores, softmax and P V fused; S and P never exist in device memory).
+ * The kernels are numbered, one file each (kernelN_*.cu), each adding one
+ * idea over the previous one, and register themselves in kernels.h's
+ * registry: kernel 1 transcribes step 04's loop (one thread per row), kernel
+ * 2 shares K/V tiles through shared memory, kernels 3+ use the tensor cores.
+ *
+ * Run:   make step05 && ./step05              (every kernel at B=2 H=8 N=4096 D=64, fp32)
+ *        ./step05 --dtype fp16                (the tensor-core kernels, fp16)
+ *        ./step05 --check                     (the self-test grid; exit 77 without a GPU)
+ *        ./step05 --bench --dtype fp16        (FlashAttention's benchmark shapes)
+ * Expect (last lines):
+ *        kernel 2 (smem tiles) ... TFLOP/s ... x naive
+ *        answer: the fused kernel ... naive ...
+ * Limits: needs an NVIDIA GPU (sm_80 or newer) and nvcc at build time;
+ *        fp32 kernels take D in 8..128 (multiples of 8; kernel 2: of 16),
+ *        the fp16/bf16 kernels D = 64 or 128.
+ */
+#include "common.h"
+#include "gpu.h"
+#include "kernels.h"
+#include "../01_naive/naive.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef HAVE_CUDA
+
+// --- one kernel on one shape ---------------------------------------------------------
+
+/* Inputs on the device, their float (dtype-rounded) host copies, the output. */
+typedef struct {
+    long B, H, N, D;
+    int dtype, causal;
+    size_t n;
+    float *q, *k, *v;          /* host, rounded to dtype */
+    void *dq, *dk, *dv, *dout; /* device, dtype */
+} Problem;
+
+static void problem_make(Problem *p, long B, long H, long N, long D, int dtype, int causal, uint64_t seed, const Opts *o)
+{
+    memset(p, 0, sizeof *p);
+    p->B = B; p->H = H; p->N = N; p->D = D; p->dtype = dtype; p->causal = causal;
+    p->n = (size_t)B * H * N * D;
+    if (o && o->qfile) {
+        Opts oo = *o;
+        inputs_load_or_make(&oo, &p->q, &p->k, &p->v);
+    } else {
+        p->q = xmalloc(p->n * 4, "Q"); p->k = xmalloc(p->n * 4, "K"); p->v = xmalloc(p->n * 4, "V");
+        make_qkv(p->q, p->k, p->v, p->n, seed);
+    }
+    round_to_dtype(p->q, p->n, dtype); round_to_dtype(p->k, p->n, dtype); round_to_dtype(p->v, p->n, dtype);
+    p->dq = dupload(p->q, p->n, dtype, "Q");
+    p->dk = dupload(p->k, p->n, dtype, "K");
+    p->dv = dupload(p->v, p->n, dtype, "V");
+    p->dout = dmalloc(p->n * dtype_size(dtype), "O");
+}
+
+static void problem_free(Problem *p)
+{
+    dfree(p->dq); dfree(p->dk); dfree(p->dv); dfree(p->dout);
+    tfree(p->q); tfree(p->k); tfree(p->v);
+}
+
+/* The rows compared with the float64 reference: all rows up to N = 2048,
+ * every 61st row of every head beyond (the reference is O(N D) per row on
+ * the CPU). The reference rows are computed once per Problem. */
+typedef struct { long stride; size_t nrows; double *ref; } RefRows;
+
+static RefRows ref_rows(const Problem *p)
+{
+    RefRows r;
+    r.stride = p->N <= 2048 ? 1 : 61;
+    long per_head = (p->N + r.stride - 1) / r.stride;
+    r.nrows = (size_t)p->B * p->H * per_head;
+    r.ref = xmalloc(r.nrows * p->D * sizeof(double), "reference rows");
+    double *scratch = xmalloc((size_t)p->N * sizeof(double), "reference scores");
+    size_t w = 0;
+    for (long h = 0; h < p->B * p->H; h++)
+        for (long i = 0; i < p->N; i += r.stride, w++) {
+            size_t hd = (size_t)h * p->N * p->D;
+            ref_attention_row(p->q + hd, p->k + hd, p->v + hd, p->N, p->D, p->causal, i, scratch, r.ref + w * p->D);
+        }
+    tfree(scratch);
+    return r;
+}
+
+/* Download O (converted to float) and pick the reference rows out of it. */
+static float *gather_rows(const Problem *p, const RefRows *r, float *full)
+{
+    float *got = xmalloc(r->nrows * p->D * 4, "sampled rows");
+    size_t w = 0;
+    ddownload(full, p->dout, p->n, p->dtype);
+    for (long h = 0; h < p->B * p->H; h++)
+        for (long i = 0; i < p->N; i += r->stride, w++)
+            memcpy(got + w * p->D, full + (size_t)h * p->N * p->D + (size_t)i * p->D, (size_t)p->D * 4);
+    return got;
+}
+
+/* Run kernel kn (or naive when kn == NULL) once on a poisoned output and
+ * compare. atol: fp32 1e-5 (+1e-5 rel); 16-bit: the caller's tolerance. */
+static int run_compare(const FusedKernel *kn, Problem *p, const RefRows *r, double atol, Err *e, float *full)
+{
+    dpoison(p->dout, p->n, p->dtype);
+    int rc = kn ? kn->launch(p->dq, p->dk, p->dv, p->dout, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL)
+                : naive_attention_gpu(p->dq, p->dk, p->dv, p->dout, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL);
+    if (rc != 0) return rc;
+    gpu_sync_check();
+    float *got = gather_rows(p, r, full);
+    *e = compare(got, r->ref, r->nrows * p->D, atol, p->dtype == DT_FP32 ? 1e-5 : 0);
+    tfree(got);
+    return 0;
+}
+
+// --- timing ----------------------------------------------------------------------------
+
+typedef struct { const FusedKernel *kn; Problem *p; void *S, *P; } TimeCtx;
+static void time_fn(void *ctx)
+{
+    TimeCtx *t = ctx;
+    Problem *p = t->p;
+    if (t->kn)
+        t->kn->launch(p->dq, p->dk, p->dv, p->dout, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL);
+    else
+        naive_attention_gpu_ws(p->dq, p->dk, p->dv, p->dout, p->B, p->H, p->N, p->D, p->dtype, p->causal, t->S, t->P, NULL);
+}
+
+static double flops(const Problem *p)
+{
+    double f = 4.0 * p->B * p->H * p->N * p->N * p->D; /* FlashAttention's convention */
+    return p->causal ? f / 2 : f;
+}
+
+/* Median ms of the kernel (naive: with S and P allocated outside the timed
+ * region, as a caching allocator gives them). Returns -1 if naive's S and P
+ * do not fit; *peak gets the tracked device peak while it ran. */
+static double time_one(const FusedKernel *kn, Problem *p, int repeat, size_t *peak)
+{
+    TimeCtx t = {kn, p, NULL, NULL};
+    dmem_reset_peak();
+    if (!kn) {
+        size_t nn = (size_t)p->B * p->H * p->N * p->N * dtype_size(p->dtype);
+        t.S = dmalloc_try(nn);
+        t.P = t.S ? dmalloc_try(nn) : NULL;
+        if (!t.P) { dfree(t.S); return -1; }
+    }
+    double ms = gpu_time_median_ms(time_fn, &t, 2, repeat);
+    if (peak) *peak = dmem_peak();
+    dfree(t.S); dfree(t.P);
+    return ms;
+}
+
+// --- which kernels run -------------------------------------------------------------
+
+static int kernel_runs(const FusedKernel *kn, int dtype, long D)
+{
+    return (kn->dtypes & (1u << dtype)) && kn->supports_dim(D);
+}
+
+/* FlashAttention's accuracy rule for 16-bit kernels: at most 2x the naive
+ * error in the same dtype, and never above 2e-2. */
+static double tol16(double naive_err) { double t = 2.0 * naive_err; return t < 2e-2 ? t : 2e-2; }
+
+// --- the checks ---------------------------------------------------------------------
+
+static int run_checks(long only, int quick)
+{
+    static const long Ns[] = {1, 2, 17, 63, 64, 65, 257, 1000, 1025};
+    static const long Ds[] = {16, 32, 64, 128};
+    static const long quickN[] = {65, 257};
+    int nk;
+    const FusedKernel *const *ks = fused_kernels(&nk);
+    char name[160], eb[128];
+    printf("device: %s\n", gpu_describe());
+    for (int dt = 0; dt < 3; dt++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t a = 0; a < (quick ? 2u : 9u); a++) {
+                long N = quick ? quickN[a] : Ns[a], D = quick ? 64 : Ds[b];
+                if (quick && b) continue;
+                int any = 0;
+                for (int i = 0; i < nk; i++) any |= (!only || ks[i]->id == only) && kernel_runs(ks[i], dt, D);
+                if (!any) continue;
+                for (int causal = 0; causal < 2; causal++) {
+                    if (causal && !(N == 1 || N == 65 || N == 1000 || quick)) continue;
+                    Problem p;
+                    long B = 2, H = 3; /* B*H > 1 with B != H */
+                    problem_make(&p, B, H, N, D, dt, causal, 1000 + a * 17 + b * 3 + causal, NULL);
+                    RefRows r = ref_rows(&p);
+                    float *full = xmalloc(p.n * 4, "O"), *full2 = xmalloc(p.n * 4, "O again");
+                    double naive_err = 0;
+                    if (dt != DT_FP32) { /* the yardstick: naive in the same dtype, same inputs */
+                        Err en;
+                        run_compare(NULL, &p, &r, 1.0, &en, full);
+                        naive_err = en.max_abs;
+                    }
+                    float *first_fp32 = NULL;
+                    for (int i = 0; i < nk; i++) {
+                        const FusedKernel *kn = ks[i];
+                        if ((only && kn->id != only) || !(kn->dtypes & (1u << dt))) continue;
+                        snprintf(name, sizeof name, "kernel%d %s B=%ld H=%ld N=%ld D=%ld%s", kn->id, dtype_name(dt), B, H, N, D,
+                                 causal ? " causal" : "");
+                        if (!kn->supports_dim(D)) { report_skip(name, "kernel %d is not built for D=%ld", kn->id, D); continue; }
+                        Err e;
+                        double atol = dt == DT_FP32 ? 1e-5 : tol16(naive_err);
+                        if (run_compare(kn, &p, &r, atol, &e, full) != 0) { report(0, NULL, name, "launch refused"); continue; }
+                        if (dt == DT_FP32)
+                            report(e.n_bad == 0, &e, name, "%s (tol 1e-5 abs + 1e-5 rel)", fmt_err(&e, eb, sizeof eb));
+                        else
+                            report(e.n_bad == 0 && e.max_abs <= atol, &e, name, "%s; naive %s %.2e, tol 2x = %.2e",
+                                   fmt_err(&e, eb, sizeof eb), dtype_name(dt), naive_err, atol);
+                        /* Two runs, bit-identical: a race or an unwritten element shows here. */
+                        Err e2;
+                        run_compare(kn, &p, &r, atol, &e2, full2);
+                        snprintf(name, sizeof name, "kernel%d %s N=%ld D=%ld%s rerun", kn->id, dtype_name(dt), N, D, causal ? " causal" : "");
+                        report(memcmp(full, full2, p.n * 4) == 0, NULL, name, "two runs bit-identical");
+                        if (dt == DT_FP32) { /* block-size independence: every fp32 kernel tiles differently */
+                            if (!first_fp32) {
+                                first_fp32 = xmalloc(p.n * 4, "first kernel's O");
+                                memcpy(first_fp32, full, p.n * 4);
+                            } else {
+                                double mx = 0;
+                                for (size_t t = 0; t < p.n; t++) {
+                                    double d = fabs((double)full[t] - first_fp32[t]);
+                                    if (!(d <= mx)) mx = d;
+                                }
+                                snprintf(name, sizeof name, "kernel%d vs first fp32 kernel N=%ld D=%ld%s", kn->id, N, D, causal ? " causal" : "");
+                                report(mx <= 1e-5, NULL, name, "different tile sizes, same output: max diff %.1e (tol 1e-5)", mx);
+                            }
+                        }
+                    }
+                    tfree(first_fp32);
+                    tfree(full); tfree(full2); tfree(r.ref);
+                    problem_free(&p);
+                }
+            }
+    return report_finish();
+}
+
+// --- the default run and the benchmark ---------------------------------------------------
+
+static void print_row(FILE *csv, const char *mode, const Problem *p, int id, const char *name, double ms, size_t peak,
+                      const Err *e)
+{
+    char b1[32];
+    double tf = ms > 0 ? flops(p) / ms / 1e9 : 0;
+    if (ms < 0) printf("  %-8s %-16s %10s\n", id ? "" : "naive", name, "OOM");
+    else
+        printf("  %-8s %-16s %9.3f ms %8.2f TFLOP/s  peak %10s  max abs %.2e  rel L2 %.2e\n", id ? "" : "naive", name, ms,
+               tf, fmt_bytes((double)peak, b1, sizeof b1), e ? e->max_abs : 0.0, e ? e->rel_l2 : 0.0);
+    if (csv)
+        fprintf(csv, "%s,%s,%d,%s,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,%zu,%.3e,%.3e\n", mode, dtype_name(p->dtype), id, name, p->B,
+                p->H, p->N, p->D, p->causal, ms, tf, peak, e ? e->max_abs : 0.0, e ? e->rel_l2 : 0.0);
+}
+
+static int run_default(const Opts *o, FILE *csv)
+{
+    int nk, ok = 1;
+    const FusedKernel *const *ks = fused_kernels(&nk);
+    char desc[512], eb[128], b1[32];
+    Problem p;
+    printf("step05: fused attention kernels vs naive, %s, B=%ld H=%ld N=%ld D=%ld%s\n", dtype_name(o->dtype), o->B, o->H,
+           o->N, o->D, o->causal ? ", causal" : "");
+    printf("device: %s\n", gpu_describe());
+    problem_make(&p, o->B, o->H, o->N, o->D, o->dtype, o->causal, o->seed, o);
+    RefRows r = ref_rows(&p);
+    float *full = xmalloc(p.n * 4, "O");
+    printf("reference: float64 on the CPU, %s (%zu rows)\n",
+           r.stride == 1 ? "all rows" : "every 61st row of every head", r.nrows);
+    /* 1. Check everything before timing anything. */
+    Err en, ek[32];
+    int nrc = run_compare(NULL, &p, &r, o->dtype == DT_FP32 ? 1e-5 : 2e-2, &en, full);
+    printf("\nchecks (output poisoned with NaN before each run):\n");
+    if (nrc == 0) printf("  naive    %-16s %s\n", "cuBLAS+softmax", fmt_err(&en, eb, sizeof eb));
+    else printf("  naive    OOM: S and P need %s\n", fmt_bytes(2.0 * p.B * p.H * p.N * p.N * dtype_size(p.dtype), b1, sizeof b1));
+    for (int i = 0; i < nk; i++) {
+        const FusedKernel *kn = ks[i];
+        if ((o->kernel && kn->id != o->kernel) || !kernel_runs(kn, o->dtype, o->D)) continue;
+        double atol = o->dtype == DT_FP32 ? 1e-5 : (nrc == 0 ? tol16(en.max_abs) : 2e-2);
+        if (run_compare(kn, &p, &r, atol, &ek[i], full) != 0) { ok = 0; continue; }
+        int good = ek[i].n_bad == 0;
+        printf("  kernel %d %-16s %s  %s\n", kn->id, kn->name, fmt_err(&ek[i], eb, sizeof eb), good ? "ok" : "WRONG");
+        ok &= good;
+    }
+    /* 2. Time: naive, then each kernel, in this one run. */
+    printf("\ntimes (CUDA events, 2 warm-ups, median of %ld; TFLOP/s = %s*B*H*N*N*D / time):\n", o->repeat, o->causal ? "2" : "4");
+    size_t peak;
+    double t_naive = nrc == 0 ? time_one(NULL, &p, (int)o->repeat, &peak) : -1;
+    print_row(csv, "default", &p, 0, "cuBLAS+softmax", t_naive, nrc == 0 ? peak : 0, nrc == 0 ? &en : NULL);
+    double best = -1;
+    const FusedKernel *best_k = NULL;
+    for (int i = 0; i < nk; i++) {
+        const FusedKernel *kn = ks[i];
+        if ((o->kernel && kn->id != o->kernel) || !kernel_runs(kn, o->dtype, o->D)) continue;
+        double ms = time_one(kn, &p, (int)o->repeat, &peak);
+        char label[64];
+        snprintf(label, sizeof label, "kernel %d", kn->id);
+        printf("  %-8s %-16s %9.3f ms %8.2f TFLOP/s  peak %10s", label, kn->name, ms, flops(&p) / ms / 1e9,
+               fmt_bytes((double)peak, b1, sizeof b1));
+        if (t_naive > 0) printf("  %.2fx naive", t_naive / ms);
+        printf("\n");
+        if (csv)
+            fprintf(csv, "default,%s,%d,%s,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,%zu,%.3e,%.3e\n", dtype_name(p.dtype), kn->id, kn->name,
+                    p.B, p.H, p.N, p.D, p.causal, ms, flops(&p) / ms / 1e9, peak, ek[i].max_abs, ek[i].rel_l2);
+        kn->describe(o->D, o->dtype, desc, sizeof desc);
+        printf("           %s\n", desc);
+        if (best < 0 || ms < best) { best = ms; best_k = kn; }
+    }
+    if (best_k && t_naive > 0)
+        printf("\nanswer: the fastest fused kernel here (kernel %d, %s) takes %.3f ms vs naive's %.3f ms: %.2fx, "
+               "and needs no [B,H,N,N] buffer (naive's S and P: %s)\n", best_k->id, best_k->name, best, t_naive,
+               t_naive / best, fmt_bytes(2.0 * p.B * p.H * p.N * p.N * dtype_size(p.dtype), b1, sizeof b1));
+    if (o->outfile) {
+        long shp[4] = {o->B, o->H, o->N, o->D};
+        ddownload(full, p.dout, p.n, p.dtype);
+        if (npy_save(o->outfile, full, shp, 4, o->dtype == DT_FP16 ? DT_FP16 : DT_FP32) != 0) {
+            fprintf(stderr, "step05: cannot write %s\n", o->outfile);
+            return EXIT_FAIL;
+        }
+        printf("wrote O of the last kernel timed to %s\n", o->outfile);
+    }
+    tfree(full); tfree(r.ref);
+    problem_free(&p);
+    return ok ? EXIT_OK : EXIT_FAIL;
+}
+
+/* FlashAttention's benchmark: batch = 16384/N, heads = 2048/D, N = 512..16384. */
+static int run_bench(const Opts *o, FILE *csv)
+{
+    int nk;
+    const FusedKernel *const *ks = fused_kernels(&nk);
+    static const long Ds[] = {64, 128};
+    printf("step05 --bench: %s%s, batch = 16384/N, heads = 2048/D, TFLOP/s = %s*B*H*N*N*D / time (median of %ld)\n",
+           dtype_name(o->dtype), o->causal ? ", causal" : "", o->causal ? "2" : "4", o->repeat);
+    printf("device: %s\n", gpu_describe());
+    for (int b = 0; b < 2; b++) {
+        long D = Ds[b];
+        printf("\n D=%ld       N:", D);
+        for (long N = 512; N <= 16384; N *= 2) printf(" %7ld", N);
+        printf("\n");
+        /* one row per method; measure column by column so inputs are made once per N */
+        double t[33][6];
+        int have[33];
+        memset(have, 0, sizeof have);
+        int col = 0;
+        for (long N = 512; N <= 16384; N *= 2, col++) {
+            Problem p;
+            problem_make(&p, 16384 / N, 2048 / D, N, D, o->dtype, o->causal, o->seed + N, NULL);
+            t[0][col] = time_one(NULL, &p, (int)o->repeat, NULL);
+            have[0] = 1;
+            if (csv && t[0][col] > 0) print_row(csv, "bench", &p, 0, "cuBLAS+softmax", t[0][col], 0, NULL);
+            for (int i = 0; i < nk && i < 32; i++) {
+                const FusedKernel *kn = ks[i];
+                if ((o->kernel && kn->id != o->kernel) || !kernel_runs(kn, o->dtype, D)) continue;
+                t[i + 1][col] = time_one(kn, &p, (int)o->repeat, NULL);
+                have[i + 1] = 1;
+                if (csv) print_row(csv, "bench", &p, kn->id, kn->name, t[i + 1][col], 0, NULL);
+            }
+            problem_free(&p);
+        }
+        for (int i = 0; i <= nk && i < 33; i++) {
+            if (!have[i]) continue;
+            char label[48];
+            if (i == 0) snprintf(label, sizeof label, "naive");
+            else snprintf(label, sizeof label, "kernel %d", ks[i - 1]->id);
+            printf(" %-14s", label);
+            int c = 0;
+            for (long N = 512; N <= 16384; N *= 2, c++) {
+                double f = 4.0 * 16384 * 2048 * N / (o->causal ? 2 : 1); /* 4*B*H*N*N*D with B*N = 16384, H*D = 2048 */
+                if (t[i][c] < 0) printf(" %7s", "OOM");
+                else printf(" %7.1f", f / t[i][c] / 1e9);
+            }
+            printf("\n");
+        }
+    }
+    return EXIT_OK;
+}
+
+/* compute-sanitizer's run: every kernel once at N = 65 and 257, D = 64, each dtype. */
+static int run_sanitize_shapes(void)
+{
+    int nk;
+    const FusedKernel *const *ks = fused_kernels(&nk);
+    static const long Ns[] = {65, 257};
+    for (int dt = 0; dt < 3; dt++)
+        for (int a = 0; a < 2; a++)
+            for (int causal = 0; causal < 2; causal++) {
+                Problem p;
+                problem_make(&p, 2, 3, Ns[a], 64, dt, causal, 7, NULL);
+                for (int i = 0; i < nk; i++)
+                    if (kernel_runs(ks[i], dt, 64)) {
+                        dpoison(p.dout, p.n, dt);
+                        if (ks[i]->launch(p.dq, p.dk, p.dv, p.dout, p.B, p.H, p.N, p.D, dt, causal, NULL) != 0) return EXIT_FAIL;
+                        gpu_sync_check();
+                        printf("ran kernel %d %s N=%ld D=64%s\n", ks[i]->id, dtype_name(dt), Ns[a], causal ? " causal" : "");
+                    }
+                problem_free(&p);
+            }
+    return EXIT_OK;
+}
+
+#endif /* HAVE_CUDA */
+
+// --- main ---------------------------------------------------------------------------
+
+static void usage(const Opts *o)
+{
+    printf("usage: ./step05 [options]\n"
+           "The fused CUDA kernels, checked and timed against naive cuBLAS attention (book Step 7).\n");
+    print_common_usage(o);
+    printf("  --bench                FlashAttention's benchmark shapes (batch = 16384/N, heads = 2048/D), TFLOP/s table\n"
+           "  --sanitize-shapes      run each kernel once at N = 65, 257 (for make sanitize)\n");
+}
+
+/* The step's rule for head dims, decidable without a GPU: the fp32 kernels
+ * take D in 8..128 (multiples of 8), the tensor-core kernels D = 64 or 128. */
+static int dim_ok(int dtype, long D)
+{
+    return dtype == DT_FP32 ? D >= 8 && D <= 128 && D % 8 == 0 : D == 64 || D == 128;
+}
+
+int main(int argc, char **argv)
+{
+    Opts o;
+    int bench = 0, sanitize = 0;
+    opts_init(&o, "step05", OPT_SHAPE | OPT_DTYPE | OPT_CAUSAL | OPT_KERNEL | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK |
+                  OPT_NPY, (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16));
+    o.B = 2; o.H = 8; o.N = 4096; o.D = 64; o.repeat = 10;
+    for (int i = 1; i < argc; i++) {
+        if (opts_parse_common(&o, argc, argv, &i)) continue;
+        if (!strcmp(argv[i], "--bench")) { bench = 1; continue; }
+        if (!strcmp(argv[i], "--sanitize-shapes")) { sanitize = 1; continue; }
+        usage_error("unknown option '%s' (see --help)", argv[i]);
+    }
+    if (o.help) { usage(&o); return 0; }
+    opts_validate(&o, dtype_size(o.dtype));
+    if (!bench && !dim_ok(o.dtype, o.D))
+        usage_error("option --dim: %ld is not supported in %s (fp32 kernels: 8..128 in steps of 8; fp16/bf16 "
+                    "tensor-core kernels: 64 or 128)", o.D, dtype_name(o.dtype));
+#ifdef HAVE_CUDA
+    {
+        int nk, any = 0;
+        const FusedKernel *const *ks = fused_kernels(&nk);
+        if (o.kernel && !fused_kernel((int)o.kernel))
+            usage_error("option --kernel: there is no kernel %ld (kernels 1..%d)", o.kernel, nk ? ks[nk - 1]->id : 0);
+        for (int i = 0; i < nk; i++)
+            any |= (!o.kernel || ks[i]->id == o.kernel) && (ks[i]->dtypes & (1u << o.dtype)) &&
+                   (bench || o.check || ks[i]->supports_dim(o.D));
+        if (!any && !o.check)
+            usage_error("option --dtype/--dim/--kernel: no kernel runs %s at D=%ld%s", dtype_name(o.dtype), o.D,
+                        o.kernel ? " with that --kernel" : "");
+    }
+#endif
+    gpu_require(); /* exits 77 with one line when there is no GPU (or no CUDA in this build) */
+#ifdef HAVE_CUDA
+    if (o.check) return run_checks(o.kernel, 0);
+    if (sanitize) return run_sanitize_shapes();
+    FILE *csv = o.csv ? csv_open(o.csv, "mode,dtype,kernel,name,B,H,N,D,causal,ms,tflops,peak_bytes,max_abs,rel_l2") : NULL;
+    int rc = bench ? run_bench(&o, csv) : run_default(&o, csv);
+    if (csv) fclose(csv);
+    return rc;
+#else
+    (void)sanitize;
+    return EXIT_SKIP;
+#endif
+}
