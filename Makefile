@@ -115,7 +115,7 @@ $(BUILD)/common/gpu.o: common/gpu.cu common/gpu.h common/gpu.cuh common/common.h
 	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -arch=$(firstword $(CUDA_ARCH)) -Icommon -I$(dir $<) -ptx -o $@ $<
 %.sass: %.cu
 	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -arch=$(firstword $(CUDA_ARCH)) -Icommon -I$(dir $<) -cubin -o $*.cubin $<
-	cuobjdump -sass $*.cubin > $@ && rm -f $*.cubin && echo "wrote $@"
+	$(dir $(HAVE_NVCC))cuobjdump -sass $*.cubin > $@ && rm -f $*.cubin && echo "wrote $@"
 
 # --- checks: every step's --check, then the bad-input tests; the closing
 # line is "check: X passed, Y failed, Z skipped".

@@ -95,7 +95,7 @@ static void probe_n(const Opts *o, long N, const FusedKernel *fk, ProbeRow *nr, 
         CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
         CUDA_CHECK(cudaEventDestroy(a)); CUDA_CHECK(cudaEventDestroy(b));
         nr->ms = ms;
-        nr->peak_bytes = dmem_peak();
+        nr->peak_bytes = dmem_peak();      /* Q, K, V, O (held at the reset) + S + P */
         nr->rss_bytes = dmem_device_used(); /* the whole device's view, S and P still held */
         nr->max_diff = spot_check(q, k, v, dout, N, o->D, o->dtype);
         dfree(P); dfree(S);
@@ -117,11 +117,10 @@ static void probe_n(const Opts *o, long N, const FusedKernel *fk, ProbeRow *nr, 
         CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
         CUDA_CHECK(cudaEventDestroy(a)); CUDA_CHECK(cudaEventDestroy(b));
         fr->ms = ms;
-        fr->peak_bytes = dmem_peak() + io; /* Q, K, V, O were allocated before the reset */
+        fr->peak_bytes = dmem_peak();      /* the reset set it to what is held: Q, K, V, O */
         fr->rss_bytes = dmem_device_used();
         fr->max_diff = spot_check(q, k, v, dout, N, o->D, o->dtype);
     }
-    nr->peak_bytes += nr->oom ? 0 : io;
     (void)verbose_check;
     dfree(dq); dfree(dk); dfree(dv); dfree(dout);
     tfree(q); tfree(k); tfree(v);

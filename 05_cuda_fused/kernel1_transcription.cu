@@ -66,10 +66,19 @@ kernel1_transcription(const float *__restrict__ Q,  // [B, H, N, D]
         for (int c = 0; c < K1_BC; c++) {
             float acc = 0.0f;
             if (j + c < jend) {                                   // keys past N (or past i) do not exist
+                /* k_j read 4 floats at a time (D % 8 == 0 and rows start
+                 * 16-byte aligned): a quarter of the load instructions, which
+                 * are what this kernel waits on. */
+                const float4 *k4 = reinterpret_cast<const float4 *>(k + (j + c) * D);
 #pragma unroll
-                for (int d = 0; d < D; d++) {
-                    if constexpr (QREG) acc += qr[d] * k[(j + c) * D + d];
-                    else acc += q[d] * k[(j + c) * D + d];
+                for (int d4 = 0; d4 < D / 4; d4++) {
+                    const float4 kv = k4[d4];
+                    if constexpr (QREG) {
+                        acc += qr[4 * d4] * kv.x + qr[4 * d4 + 1] * kv.y + qr[4 * d4 + 2] * kv.z + qr[4 * d4 + 3] * kv.w;
+                    } else {
+                        const float4 qv = reinterpret_cast<const float4 *>(q)[d4];
+                        acc += qv.x * kv.x + qv.y * kv.y + qv.z * kv.z + qv.w * kv.w;
+                    }
                 }
                 s_tile[c] = QREG ? acc : acc * scale;             // s = q_i . k_j / sqrt(D)
             } else {
@@ -92,8 +101,12 @@ kernel1_transcription(const float *__restrict__ Q,  // [B, H, N, D]
         for (int c = 0; c < K1_BC; c++) {                         // ... + beta p_tile V_j, one row of V at a time
             if (j + c >= jend) break;
             const float w = beta * s_tile[c];
+            const float4 *v4 = reinterpret_cast<const float4 *>(v + (j + c) * D);
 #pragma unroll
-            for (int d = 0; d < D; d++) o[d] += w * v[(j + c) * D + d];
+            for (int d4 = 0; d4 < D / 4; d4++) {
+                const float4 vv = v4[d4];
+                o[4 * d4] += w * vv.x; o[4 * d4 + 1] += w * vv.y; o[4 * d4 + 2] += w * vv.z; o[4 * d4 + 3] += w * vv.w;
+            }
         }
         m = m_new;
     }
