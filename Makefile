@@ -60,6 +60,7 @@ else
   CUDA_MSG := no nvcc: CPU steps only, GPU paths exit 77 (skipped)
 endif
 comma := ,
+CUOBJDUMP ?= $(firstword $(wildcard $(dir $(HAVE_NVCC))cuobjdump) cuobjdump)
 
 # A stamp named after the flags: changing CC, flags or CUDA_ARCH rebuilds.
 STAMP := $(BUILD)/.flags-$(shell echo '$(CC) $(CFLAGS) $(NVFLAGS) $(HAVE_NVCC) $(CUDA_ARCH)' | cksum | cut -d' ' -f1)
@@ -115,7 +116,8 @@ $(BUILD)/common/gpu.o: common/gpu.cu common/gpu.h common/gpu.cuh common/common.h
 	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -arch=$(firstword $(CUDA_ARCH)) -Icommon -I$(dir $<) -ptx -o $@ $<
 %.sass: %.cu
 	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -arch=$(firstword $(CUDA_ARCH)) -Icommon -I$(dir $<) -cubin -o $*.cubin $<
-	$(dir $(HAVE_NVCC))cuobjdump -sass $*.cubin > $@ && rm -f $*.cubin && echo "wrote $@"
+	@command -v $(CUOBJDUMP) >/dev/null || { echo "no $(CUOBJDUMP) here: the cubin is $*.cubin (nvdisasm or cuobjdump on a full CUDA install reads it)"; exit 1; }
+	$(CUOBJDUMP) -sass $*.cubin > $@ && rm -f $*.cubin && echo "wrote $@"
 
 # --- checks: every step's --check, then the bad-input tests; the closing
 # line is "check: X passed, Y failed, Z skipped".
