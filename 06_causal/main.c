@@ -1,0 +1,381 @@
+/*
+ * step06: the causal mask inside the tiled forward, block skipping, and the
+ * chapter's Step 6 bug on purpose.
+ *
+ * What it adds over step 04: a query may only look at keys at or before it
+ * (key j <= query i). In the tiled forward the mask goes on s_tile, after
+ * the scores and before m_tile, and it must use ABSOLUTE indices: row i0 + r
+ * against column j0 + c. Tiles wholly above the diagonal (j0 > last row of
+ * the Q tile) are never visited: about half of them, so causal attention
+ * costs about half. --mask relative builds the mask from the tile-relative
+ * r and c instead (the chapter's "arange from 0" bug): the first row tile is
+ * right, every later one is wrong.
+ *
+ * Convention for fully masked scores: a tile in which a row has no visible
+ * column (m_tile = -inf) contributes nothing to that row (p = 0, its state
+ * untouched; e^(-inf - (-inf)) is never computed); a row with no visible
+ * column at all ends with l = 0 and is defined as o = 0, never 0/0 = NaN.
+ * With the causal mask every row sees at least its own key, so that second
+ * case only arises with other masks (tested through --check's hook).
+ *
+ * Run:   make step06 && ./step06                (CPU B=2 H=4 N=1024 D=64; GPU B=2 H=8 N=4096 D=64)
+ *        ./step06 --mask relative               (the bug, row tile by row tile)
+ *        ./step06 --check
+ * Expect (last lines):
+ *        causal visited 136 of 256 tiles (53%) ...
+ *        answer: ... relative indices ...
+ * Limits: the CPU forward is single-threaded fp32; the GPU part runs step
+ *        05's kernels with their causal flag.
+ */
+#include "common.h"
+#include "gpu.h"
+#include "../05_cuda_fused/kernels.h"
+#include "../01_naive/naive.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+// --- the algorithm: step 04's forward with the mask and the loop bound ---------------
+
+enum { MASK_NONE = 0, MASK_ABSOLUTE = 1, MASK_RELATIVE = 2, MASK_HIDE_ROW0 = 3 };
+
+/* Is score (row, col) masked? i0/j0: the tile's first row and column. */
+static int masked(int mode, long i0, long r, long j0, long c)
+{
+    switch (mode) {
+    case MASK_ABSOLUTE: return j0 + c > i0 + r;            // key after query, absolute indices: right
+    case MASK_RELATIVE: return c > r;                      // tile-relative: right only when i0 == j0
+    case MASK_HIDE_ROW0: return j0 + c > i0 + r || i0 + r == 0; // test hook: row 0 sees nothing
+    default: return 0;
+    }
+}
+
+/* Returns the number of (row tile, K/V tile) pairs visited, or -1 on OOM. */
+static long causal_forward_cpu(const float *q, const float *k, const float *v, float *out, // [bh, N, D] each
+                               long bh, long N, long D, long BR, long BC, int mode)
+{
+    const float scale = 1.0f / sqrtf((float)D);
+    float *s = tmalloc((size_t)BR * BC * 4), *o = tmalloc((size_t)BR * D * 4);
+    float *m = tmalloc((size_t)BR * 4), *l = tmalloc((size_t)BR * 4);
+    long visited = 0;
+    if (!s || !o || !m || !l) { tfree(s); tfree(o); tfree(m); tfree(l); return -1; }
+    for (long h = 0; h < bh; h++) {
+        const float *qh = q + (size_t)h * N * D, *kh = k + (size_t)h * N * D, *vh = v + (size_t)h * N * D;
+        for (long i0 = 0; i0 < N; i0 += BR) {
+            const long br = i0 + BR <= N ? BR : N - i0;
+            for (long r = 0; r < br; r++) { m[r] = -INFINITY; l[r] = 0; for (long d = 0; d < D; d++) o[r * D + d] = 0; }
+            /* Block skipping: K/V tiles starting after this tile's last row are wholly masked. */
+            const long jend = mode == MASK_NONE ? N : (i0 + br < N ? i0 + br : N);
+            for (long j0 = 0; j0 < jend; j0 += BC) {
+                const long bc = j0 + BC <= N ? BC : N - j0;
+                visited++;
+                for (long r = 0; r < br; r++) {
+                    float *sr = s + r * BC, m_tile = -INFINITY, l_tile = 0;
+                    for (long c = 0; c < bc; c++) {
+                        sr[c] = dot_f32(qh + (i0 + r) * D, kh + (j0 + c) * D, D) * scale; // s_tile
+                        if (masked(mode, i0, r, j0, c)) sr[c] = -INFINITY;              // the mask, before m_tile
+                        m_tile = fmaxf(m_tile, sr[c]);
+                    }
+                    if (m_tile == -INFINITY) continue;       // nothing visible in this tile: contributes nothing
+                    for (long c = 0; c < bc; c++) { sr[c] = expf(sr[c] - m_tile); l_tile += sr[c]; }
+                    const float m_new = fmaxf(m[r], m_tile);
+                    const float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - m_new); // nothing seen yet: alpha = 0
+                    const float beta = expf(m_tile - m_new);
+                    l[r] = alpha * l[r] + beta * l_tile;
+                    for (long d = 0; d < D; d++) o[r * D + d] *= alpha;
+                    for (long c = 0; c < bc; c++) {
+                        const float w = beta * sr[c];
+                        for (long d = 0; d < D; d++) o[r * D + d] += w * vh[(j0 + c) * D + d];
+                    }
+                    m[r] = m_new;
+                }
+            }
+            for (long r = 0; r < br; r++) {
+                const float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f; // a row that saw nothing: o = 0
+                for (long d = 0; d < D; d++) out[(size_t)h * N * D + (i0 + r) * D + d] = o[r * D + d] * inv;
+            }
+        }
+    }
+    tfree(s); tfree(o); tfree(m); tfree(l);
+    return visited;
+}
+
+/* Tiles the causal loop visits, by formula: row tile t covers rows up to
+ * min(t*BR + BR, N) - 1 and visits ceil(that / BC) K/V tiles. With BR = BC and
+ * N a multiple of it, Tr (Tr + 1) / 2 of Tr^2 per head. */
+static long causal_tiles_expected(long bh, long N, long BR, long BC)
+{
+    long t = 0;
+    for (long i0 = 0; i0 < N; i0 += BR) {
+        long end = i0 + BR < N ? i0 + BR : N;
+        t += (end + BC - 1) / BC;
+    }
+    return t * bh;
+}
+
+// --- a CPU run against the reference -------------------------------------------------
+
+typedef struct { float *q, *k, *v, *o; double *ref; size_t n; long bh, N, D; } Cpu;
+
+static void cpu_make(Cpu *c, long bh, long N, long D, int causal, uint64_t seed)
+{
+    c->bh = bh; c->N = N; c->D = D; c->n = (size_t)bh * N * D;
+    c->q = xmalloc(c->n * 4, "Q"); c->k = xmalloc(c->n * 4, "K"); c->v = xmalloc(c->n * 4, "V");
+    c->o = xmalloc(c->n * 4, "O");
+    c->ref = xmalloc(c->n * sizeof(double), "reference");
+    make_qkv(c->q, c->k, c->v, c->n, seed);
+    ref_attention(c->q, c->k, c->v, bh, N, D, causal, c->ref);
+}
+
+static void cpu_free(Cpu *c) { tfree(c->q); tfree(c->k); tfree(c->v); tfree(c->o); tfree(c->ref); }
+
+static long cpu_run(Cpu *c, long BR, long BC, int mode)
+{
+    for (size_t i = 0; i < c->n; i++) c->o[i] = NAN; // poisoned
+    long t = causal_forward_cpu(c->q, c->k, c->v, c->o, c->bh, c->N, c->D, BR, BC, mode);
+    if (t < 0) { fprintf(stderr, "step06: out of memory for the tiles\n"); exit(EXIT_FAIL); }
+    return t;
+}
+
+/* Max abs error of rows [r0, r1) of every head. */
+static double rows_err(const Cpu *c, long r0, long r1)
+{
+    double mx = 0;
+    for (long h = 0; h < c->bh; h++)
+        for (long i = r0; i < r1 && i < c->N; i++)
+            for (long d = 0; d < c->D; d++) {
+                size_t x = (size_t)h * c->N * c->D + i * c->D + d;
+                double e = fabs((double)c->o[x] - c->ref[x]);
+                if (!(e <= mx)) mx = e;
+            }
+    return mx;
+}
+
+// --- the GPU part: step 05's kernels, causal vs not ------------------------------------
+
+#ifdef HAVE_CUDA
+typedef struct { const FusedKernel *kn; const void *q, *k, *v; void *o; long B, H, N, D; int dtype, causal; } GCtx;
+static void gpu_fn(void *p)
+{
+    GCtx *g = p;
+    g->kn->launch(g->q, g->k, g->v, g->o, g->B, g->H, g->N, g->D, g->dtype, g->causal, NULL);
+}
+
+/* Every kernel that runs dtype at D: causal vs the float64 causal reference
+ * (check=1), or non-causal vs causal time (check=0). */
+static void gpu_part(long B, long H, long N, long D, int dtype, int check, long repeat, FILE *csv, uint64_t seed)
+{
+    int nk;
+    const FusedKernel *const *ks = fused_kernels(&nk);
+    size_t n = (size_t)B * H * N * D;
+    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O");
+    make_qkv(q, k, v, n, seed);
+    round_to_dtype(q, n, dtype); round_to_dtype(k, n, dtype); round_to_dtype(v, n, dtype);
+    void *dq = dupload(q, n, dtype, "Q"), *dk = dupload(k, n, dtype, "K"), *dv = dupload(v, n, dtype, "V");
+    void *dout = dmalloc(n * dtype_size(dtype), "O");
+    double *ref = NULL, naive_err = 0;
+    char name[128], eb[128];
+    if (check) {
+        ref = xmalloc(n * sizeof(double), "reference");
+        ref_attention(q, k, v, B * H, N, D, 1, ref);
+        if (dtype != DT_FP32) { /* the yardstick: naive causal in the same dtype */
+            dpoison(dout, n, dtype);
+            if (naive_attention_gpu(dq, dk, dv, dout, B, H, N, D, dtype, 1, NULL) == 0) {
+                gpu_sync_check();
+                ddownload(out, dout, n, dtype);
+                naive_err = compare(out, ref, n, 1, 0).max_abs;
+            }
+        }
+    } else {
+        printf("\nGPU: %s, B=%ld H=%ld N=%ld D=%ld, %s; TFLOP/s with FlashAttention's convention "
+               "(4*B*H*N*N*D, half of it for causal)\n", gpu_describe(), B, H, N, D, dtype_name(dtype));
+        printf("  kernel               non-causal           causal      speed-up\n");
+    }
+    for (int i = 0; i < nk; i++) {
+        const FusedKernel *kn = ks[i];
+        if (!(kn->dtypes & (1u << dtype)) || !kn->supports_dim(D)) continue;
+        if (check) {
+            double tol = dtype == DT_FP32 ? 1e-5 : (2 * naive_err < 2e-2 ? 2 * naive_err : 2e-2);
+            dpoison(dout, n, dtype);
+            if (kn->launch(dq, dk, dv, dout, B, H, N, D, dtype, 1, NULL) != 0) continue;
+            gpu_sync_check();
+            ddownload(out, dout, n, dtype);
+            Err e = compare(out, ref, n, tol, dtype == DT_FP32 ? 1e-5 : 0);
+            snprintf(name, sizeof name, "gpu-causal kernel%d %s N=%ld D=%ld", kn->id, dtype_name(dtype), N, D);
+            report(e.n_bad == 0, &e, name, "%s (tol %.1e%s)", fmt_err(&e, eb, sizeof eb), tol,
+                   dtype == DT_FP32 ? "" : ", 2x naive");
+        } else {
+            GCtx g = {kn, dq, dk, dv, dout, B, H, N, D, dtype, 0};
+            double t_full = gpu_time_median_ms(gpu_fn, &g, 2, (int)repeat);
+            g.causal = 1;
+            double t_causal = gpu_time_median_ms(gpu_fn, &g, 2, (int)repeat);
+            double f = 4.0 * B * H * N * N * D;
+            printf("  %d %-16s %8.3f ms %6.1f TF   %8.3f ms %6.1f TF   %5.2fx\n", kn->id, kn->name, t_full,
+                   f / t_full / 1e9, t_causal, f / 2 / t_causal / 1e9, t_full / t_causal);
+            if (csv)
+                fprintf(csv, "gpu,%s,kernel%d,%ld,%ld,%ld,%ld,%.6f,%.6f,%.3f,%.3f\n", dtype_name(dtype), kn->id, B, H, N, D,
+                        t_full, t_causal, f / t_full / 1e9, f / 2 / t_causal / 1e9);
+        }
+    }
+    dfree(dq); dfree(dk); dfree(dv); dfree(dout);
+    tfree(q); tfree(k); tfree(v); tfree(out); tfree(ref);
+}
+#endif
+
+// --- checks ------------------------------------------------------------------------
+
+static int run_checks(void)
+{
+    static const long Ns[] = {1, 17, 64, 65, 257, 1000};
+    static const long blocks[][2] = {{16, 16}, {32, 32}, {64, 64}, {64, 16}, {16, 64}};
+    char name[128], eb[128];
+    for (size_t a = 0; a < 6; a++) {
+        Cpu c;
+        cpu_make(&c, 2, Ns[a], 32, 1, 60 + a);
+        for (size_t b = 0; b < 5; b++) {
+            long BR = blocks[b][0], BC = blocks[b][1];
+            long t = cpu_run(&c, BR, BC, MASK_ABSOLUTE);
+            Err e = compare(c.o, c.ref, c.n, 1e-5, 1e-5);
+            snprintf(name, sizeof name, "causal-cpu N=%ld BR=%ld BC=%ld", Ns[a], BR, BC);
+            report(e.n_bad == 0, &e, name, "%s (tol 1e-5)", fmt_err(&e, eb, sizeof eb));
+            long want = causal_tiles_expected(2, Ns[a], BR, BC);
+            snprintf(name, sizeof name, "tiles N=%ld BR=%ld BC=%ld", Ns[a], BR, BC);
+            report(t == want, NULL, name, "visited %ld tiles, expected %ld by formula", t, want);
+        }
+        /* The bug: relative indices. Right in the first row tile, wrong after it (when there is an after). */
+        const long B_ = 32;
+        cpu_run(&c, B_, B_, MASK_RELATIVE);
+        double first = rows_err(&c, 0, B_), later = rows_err(&c, B_, Ns[a]);
+        snprintf(name, sizeof name, "relative-mask N=%ld BR=BC=%ld", Ns[a], B_);
+        if (Ns[a] > B_)
+            report(first < 1e-5 && later > 1e-2, NULL, name, "first row tile right (%.1e < 1e-5), later ones wrong (%.2e > 1e-2)",
+                   first, later);
+        else
+            report(first < 1e-5, NULL, name, "one row tile only: right (%.1e)", first);
+        cpu_free(&c);
+    }
+    { /* fully masked: a row that sees nothing gives o = 0, and no NaN anywhere */
+        Cpu c;
+        cpu_make(&c, 1, 65, 16, 1, 77);
+        cpu_run(&c, 16, 16, MASK_HIDE_ROW0);
+        int zero = 1, finite = 1;
+        for (long d = 0; d < 16; d++) zero &= c.o[d] == 0.0f;
+        for (size_t i = 0; i < c.n; i++) finite &= f32_is_finite(c.o[i]);
+        double rest = rows_err(&c, 1, 65);
+        report(zero && finite && rest < 1e-5, NULL, "fully-masked-row",
+               "row 0 with every key masked gives o = 0 (%s), no NaN anywhere (%s), other rows right (%.1e)",
+               zero ? "yes" : "NO", finite ? "yes" : "NO", rest);
+        /* BR > BC: rows of the first Q tile see whole K/V tiles fully masked. */
+        cpu_free(&c);
+        cpu_make(&c, 1, 100, 16, 1, 78);
+        cpu_run(&c, 64, 8, MASK_ABSOLUTE);
+        Err e = compare(c.o, c.ref, c.n, 1e-5, 1e-5);
+        report(e.n_bad == 0, &e, "fully-masked-tiles BR=64 BC=8", "rows whose whole K/V tile is masked: %s, no NaN",
+               fmt_err(&e, eb, sizeof eb));
+        cpu_free(&c);
+    }
+#ifdef HAVE_CUDA
+    if (gpu_available()) {
+        static const long gN[] = {1, 17, 64, 65, 257, 1000};
+        for (int dt = 0; dt < 3; dt++)
+            for (int a = 0; a < 6; a++) gpu_part(2, 3, gN[a], 64, dt, 1, 1, NULL, 90 + a);
+    } else {
+        report_skip("gpu-causal", "no CUDA device");
+    }
+#else
+    report_skip("gpu-causal", "built without CUDA");
+#endif
+    return report_finish();
+}
+
+// --- main ---------------------------------------------------------------------------
+
+static void usage(const Opts *o)
+{
+    printf("usage: ./step06 [options]\n"
+           "The causal mask with absolute indices, block skipping, and the tile-relative bug (book Steps 3, 6).\n");
+    print_common_usage(o);
+    printf("  --mask absolute|relative   how the mask is built (default absolute; relative is the chapter's bug)\n");
+}
+
+int main(int argc, char **argv)
+{
+    Opts o;
+    int mode = MASK_ABSOLUTE;
+    opts_init(&o, "step06", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK | OPT_DEVICE,
+              (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16));
+    o.B = 2; o.H = 4; o.N = 1024; o.D = 64; o.BR = 64; o.BC = 64; o.repeat = 5;
+    for (int i = 1; i < argc; i++) {
+        if (opts_parse_common(&o, argc, argv, &i)) continue;
+        if (!strcmp(argv[i], "--mask")) {
+            static const char *const modes[] = {"absolute", "relative"};
+            mode = 1 + parse_choice(argv[i], opt_value(argc, argv, &i), modes, 2);
+            continue;
+        }
+        usage_error("unknown option '%s' (see --help)", argv[i]);
+    }
+    if (o.help) { usage(&o); return 0; }
+    opts_validate(&o, sizeof(float));
+    if (o.check) return run_checks();
+
+    char eb[128];
+    FILE *csv = o.csv ? csv_open(o.csv, "device,dtype,kernel,B,H,N,D,ms_full,ms_causal,tflops_full,tflops_causal") : NULL;
+    if (o.device != DEV_GPU) {
+        Cpu c, full;
+        long bh = o.B * o.H;
+        printf("step06: causal attention on the CPU, fp32, B=%ld H=%ld N=%ld D=%ld, BR=%ld BC=%ld, mask from %s indices\n",
+               o.B, o.H, o.N, o.D, o.BR, o.BC, mode == MASK_ABSOLUTE ? "absolute" : "tile-relative");
+        cpu_make(&c, bh, o.N, o.D, 1, o.seed);
+        cpu_make(&full, bh, o.N, o.D, 0, o.seed);
+        double t0 = now_sec();
+        long tf = cpu_run(&full, o.BR, o.BC, MASK_NONE);
+        double ms_full = (now_sec() - t0) * 1e3;
+        t0 = now_sec();
+        long tc = cpu_run(&c, o.BR, o.BC, mode);
+        double ms_causal = (now_sec() - t0) * 1e3;
+        Err ef = compare(full.o, full.ref, full.n, 1e-5, 1e-5), ec = compare(c.o, c.ref, c.n, 1e-5, 1e-5);
+        printf("non-causal: visited %ld tiles, %.1f ms, vs reference: %s\n", tf, ms_full, fmt_err(&ef, eb, sizeof eb));
+        printf("causal:     visited %ld tiles, %.1f ms, vs causal reference: %s%s\n", tc, ms_causal,
+               fmt_err(&ec, eb, sizeof eb), ec.n_bad ? "  <-- WRONG" : "");
+        printf("causal visited %ld of %ld tiles (%.0f%%; formula: %ld), and took %.2fx less time\n", tc, tf,
+               100.0 * tc / tf, causal_tiles_expected(bh, o.N, o.BR, o.BC), ms_full / ms_causal);
+        if (csv) fprintf(csv, "cpu,fp32,tiled,%ld,%ld,%ld,%ld,%.6f,%.6f,0,0\n", o.B, o.H, o.N, o.D, ms_full, ms_causal);
+        {   /* The bug, row tile by row tile, on the same inputs. */
+            cpu_run(&c, o.BR, o.BC, MASK_RELATIVE);
+            printf("\nmask from tile-relative indices (c > r instead of j0 + c > i0 + r), error per row tile:\n");
+            long shown = 0;
+            for (long i0 = 0; i0 < o.N; i0 += o.BR) {
+                double e = rows_err(&c, i0, i0 + o.BR);
+                long wrong = 0;
+                for (long r = i0; r < i0 + o.BR && r < o.N; r++) wrong += rows_err(&c, r, r + 1) > 1e-5;
+                if (shown++ < 4 || i0 + o.BR >= o.N)
+                    printf("  rows %5ld..%-5ld max abs %.2e  %ld of %ld rows wrong\n", i0, (i0 + o.BR < o.N ? i0 + o.BR : o.N) - 1,
+                           e, wrong, (i0 + o.BR < o.N ? o.BR : o.N - i0));
+                else if (shown == 5)
+                    printf("  ...\n");
+            }
+            printf("answer: with tile-relative indices the first row tile (rows 0..%ld) is right and every later one is "
+                   "wrong: inside the diagonal tile r and c happen to be the absolute offsets, below it the mask hides "
+                   "keys that are in the past (all but the tile's last row lose some)\n", o.BR - 1);
+        }
+        cpu_free(&c);
+        cpu_free(&full);
+    }
+#ifdef HAVE_CUDA
+    if (o.device != DEV_CPU && gpu_available()) {
+        long N = (o.given & 4) ? o.N : 4096, B = (o.given & 1) ? o.B : 2, H = (o.given & 2) ? o.H : 8;
+        gpu_part(B, H, N, o.D, o.dtype, 0, o.repeat, csv, o.seed);
+        printf("(speed-up = non-causal time / causal time; block skipping halves the work, so about 2x)\n");
+    } else if (o.device == DEV_GPU) {
+        gpu_require();
+    } else {
+        printf("\nGPU part: skipped (no CUDA device)\n");
+    }
+#else
+    if (o.device == DEV_GPU) gpu_require();
+    printf("\nGPU part: skipped (built without CUDA)\n");
+#endif
+    if (csv) fclose(csv);
+    return EXIT_OK;
+}
