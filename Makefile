@@ -83,7 +83,7 @@ EXTRA_CU_step02 := 01_naive/naive_gpu.cu 05_cuda_fused/registry.cu $(wildcard 05
 EXTRA_C_step04  := 01_naive/naive.c
 EXTRA_CU_step05 := 01_naive/naive_gpu.cu
 EXTRA_CU_step06 := 05_cuda_fused/registry.cu $(wildcard 05_cuda_fused/kernel*.cu) 01_naive/naive_gpu.cu
-EXTRA_C_step07  :=
+EXTRA_C_step07  := 06_causal/causal.c
 
 # One rule set per step folder: NN_name/*.c and NN_name/*.cu -> ./stepNN
 define STEP_RULES

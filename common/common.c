@@ -486,6 +486,12 @@ int report(int ok, const Err *e, const char *name, const char *fmt, ...)
         for (size_t i = 0; i < e->n_bad && i < 3; i++)
             printf(" (%zu expected %.6g got %.6g)", e->bad_idx[i], e->bad_ref[i], (double)e->bad_got[i]);
         printf("]");
+        if (e->n_nonfinite) {
+            Signature g;
+            memset(&g, 0, sizeof g);
+            g.multi = e;
+            printf(" likely cause: %s", diagnose(&g));
+        }
     }
     printf("\n");
     fflush(stdout);
@@ -538,6 +544,21 @@ void checker_selftest(void)
                e.n_bad ? e.bad_idx[0] : (size_t)0);
         out[17] = keep;
     }
+}
+
+/* -------------------------------------------------------------- diagnosis */
+
+const char *diagnose(const Signature *g)
+{
+    if (g->neg_rows_known && g->neg_rows_broken && g->other_rows_ok)
+        return "running max initialised to 0 instead of -inf";   /* e^(s - 0) underflows to 0 for s << 0: l = 0, o/l = 0/0 */
+    if (g->multi && g->multi->n_nonfinite > 0)
+        return "running-max subtraction missing (exp overflow)"; /* e^s overflows: inf, then inf/inf = NaN */
+    if (g->causal_split && g->first_tile_err < 1e-4 && g->later_tiles_err > 1e-3)
+        return "mask built from tile-relative indices";          /* right where i0 == j0, wrong below the diagonal */
+    if (g->multi && g->single && g->multi->n_bad > 0 && g->single->n_bad == 0)
+        return "running statistics not rescaled (alpha/beta)";   /* right with one tile, wrong with two or more */
+    return NULL;
 }
 
 /* ----------------------------------------------------------------- timers */

@@ -194,6 +194,28 @@ int report_failed(void);
  * by more than the tolerance must each be caught; clean data must pass. */
 void checker_selftest(void);
 
+/* ---------------------------------------------------------------- diagnosis */
+
+/* What a failing tiled forward's output looks like, for diagnose(). Fill what
+ * is known; leave the rest zero/NULL. */
+typedef struct {
+    const Err *multi;          /* the failing run, 2+ K/V tiles per row (required) */
+    const Err *single;         /* the same inputs with one K/V tile covering N, if run */
+    int causal_split;          /* 1 if first_tile_err / later_tiles_err are set (causal runs) */
+    double first_tile_err;     /* max abs error of the first row tile */
+    double later_tiles_err;    /* max abs error of the row tiles after it */
+    int neg_rows_known;        /* 1 if the inputs have rows whose every score is very negative */
+    int neg_rows_broken;       /* ... and those rows came out all zero or NaN */
+    int other_rows_ok;         /* ... while the other rows are right */
+} Signature;
+
+/* The most likely cause of a failure, from its signature (BREAK IT):
+ * "running-max subtraction missing (exp overflow)", "running statistics not
+ * rescaled (alpha/beta)", "mask built from tile-relative indices", "running
+ * max initialised to 0 instead of -inf", or NULL when the signature is none
+ * of these. */
+const char *diagnose(const Signature *sig);
+
 /* -------------------------------------------------------------------- timers */
 
 double now_sec(void); /* CLOCK_MONOTONIC */

@@ -1,0 +1,49 @@
+/* breaks.h: step 07's forward with its breaks, on the CPU (breaks.c) and the GPU (break_gpu.cu). */
+#ifndef BREAKS_H
+#define BREAKS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* BREAK_NONE: the intact forward of step 04.
+ * BREAK_NO_MAX (Break 1, BREAK-1 lines): p = e^s with no max subtracted, l and o summed raw.
+ * BREAK_NO_RESCALE (Break 2, BREAK-2 lines): the tile max kept, alpha and beta dropped, m = m_tile.
+ * BREAK_MAX_ZERO (BREAK-3 line): the running max starts at 0 instead of -inf. */
+enum { BREAK_NONE = 0, BREAK_NO_MAX = 1, BREAK_NO_RESCALE = 2, BREAK_MAX_ZERO = 3 };
+
+/* Per K/V tile of one traced query row: what the chapter asks to print. */
+typedef struct {
+    float max_s, max_p, l;
+    int nonfinite;  /* anything inf or NaN in p, l or o of this row so far */
+} TraceTile;
+
+/* Where the first inf appeared (over all rows): -1 if never. */
+typedef struct {
+    long tile, col, row;  /* K/V tile index, absolute key column, query row */
+    float s;              /* the score that overflowed e^s (or the largest score of that tile) */
+    const char *what;     /* "p", "l" or "o" */
+} FirstInf;
+
+/* The tiled forward with the break brk. fp16 = 1 stores s, p, l and o in
+ * fp16 after every operation (rounded through fp16, the CPU's stand-in for
+ * a port that keeps its tile arithmetic in __half), so that fp16 overflows
+ * where an fp16 kernel would: e^s > 65504 from s > 11.09. trace (may be
+ * NULL) gets one entry per K/V tile for query row trace_row of head 0.
+ * Returns 0, or -1 on out of memory. */
+int break_forward_cpu(const float *q, const float *k, const float *v, float *o,  // [bh, N, D]
+                      long bh, long N, long D, long BR, long BC, int brk, int fp16,
+                      long trace_row, TraceTile *trace, FirstInf *first);
+
+/* The same breaks in a CUDA kernel (one thread per query row, step 05's
+ * kernel 1 shape). Host pointers [bh, N, D]: it uploads, runs, downloads
+ * (O poisoned with NaN before the run). fp16 = 1 keeps s, p, l, o in __half.
+ * Returns 0, or -1 if D is not 32, 64 or 128. */
+int break_forward_gpu(const float *q, const float *k, const float *v, float *o, long bh, long N, long D, long BC,
+                      int brk, int fp16);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
