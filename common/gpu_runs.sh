@@ -1,0 +1,30 @@
+#!/bin/sh
+# The GPU runs behind the READMEs, in one go on a GPU machine:
+#   sh common/gpu_runs.sh OUTDIR [what...]
+# what: checks sanitize step01 step02 step05 bench step06 step07 (default: all).
+# Each run's output goes to OUTDIR/<name>.log; a one-line summary per run to stdout.
+out=${1:?usage: sh common/gpu_runs.sh OUTDIR [what...]}; shift
+mkdir -p "$out"
+[ $# -gt 0 ] || set -- checks sanitize step01 step02 step05 bench step06 step07
+run() { # name, command...
+    n=$1; shift
+    t0=$(date +%s)
+    "$@" >"$out/$n.log" 2>&1; rc=$?
+    echo "== $n (exit $rc, $(( $(date +%s) - t0 )) s): $(tail -n 1 "$out/$n.log")"
+}
+for w in "$@"; do
+    case $w in
+    checks) run step05_check ./step05 --check; run step01_check ./step01 --check; run step02_check ./step02 --check
+            run step06_check ./step06 --check; run step07_check ./step07 --check; run step07_diagnose ./step07 --diagnose ;;
+    sanitize) run sanitize sh common/sanitize.sh ;;
+    step01) run step01_gpu_fp32 ./step01 --device gpu --seq 4096; run step01_gpu_fp16 ./step01 --device gpu --seq 4096 --dtype fp16 ;;
+    step02) run step02_gpu_fp16 ./step02 --device gpu --csv "$out/step02_gpu_fp16.csv"
+            run step02_gpu_fp16_8G ./step02 --device gpu --mem-limit 8G --csv "$out/step02_gpu_fp16_8G.csv"
+            run step02_gpu_fp32_8G ./step02 --device gpu --dtype fp32 --mem-limit 8G --csv "$out/step02_gpu_fp32_8G.csv" ;;
+    step05) run step05_fp32 ./step05 --csv "$out/step05_fp32.csv"; run step05_fp16 ./step05 --dtype fp16 --csv "$out/step05_fp16.csv"
+            run step05_bf16 ./step05 --dtype bf16 ;;
+    bench) run bench_fp16 ./step05 --bench --dtype fp16 --csv "$out/bench_fp16.csv"; run bench_fp32 ./step05 --bench --repeat 3 --csv "$out/bench_fp32.csv" ;;
+    step06) run step06 ./step06 --csv "$out/step06.csv"; run step06_fp16 ./step06 --device gpu --dtype fp16 ;;
+    step07) run step07 ./step07 --csv "$out/step07.csv" ;;
+    esac
+done
