@@ -123,7 +123,7 @@ void probe_print_row(const ProbeRow *r, FILE *csv, const char *device, const cha
     printf("%7ld  %-7s %6s %12s %12s %12s %8.1f ms", r->N, r->method, r->oom ? "OOM" : "ok",
            r->oom ? "-" : fmt_bytes((double)r->peak_bytes, b1, sizeof b1), fmt_bytes((double)r->need_bytes, b2, sizeof b2),
            r->oom ? "-" : fmt_bytes((double)r->rss_bytes, b3, sizeof b3), r->oom ? 0.0 : r->ms);
-    if (!r->oom && r->max_diff > 0) printf("  max |naive - tiled| %.1e", r->max_diff);
+    if (!r->oom && r->max_diff > 0) printf("  %s %.1e", strcmp(device, "gpu") ? "max |naive - tiled|" : "max |O - ref| (4 rows)", r->max_diff);
     printf("\n");
     if (csv)
         fprintf(csv, "%s,%s,%ld,%ld,%ld,%ld,%s,%s,%zu,%zu,%zu,%.3f,%zu\n", device, dtype, o->B, o->H, r->N, o->D, r->method,
@@ -256,7 +256,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--dtype")) dtype_given = 1;
         if (opts_parse_common(&o, argc, argv, &i)) continue;
-        if (!strcmp(argv[i], "--mem-limit")) { limit = parse_size(argv[i], opt_value(argc, argv, &i)); continue; }
+        if (!strcmp(argv[i], "--mem-limit")) { limit = parse_size("--mem-limit", opt_value(argc, argv, &i)); continue; }
         if (!strcmp(argv[i], "--seq-list")) {
             const char *a = argv[i], *s = opt_value(argc, argv, &i);
             char buf[512], *tok, *save = NULL;

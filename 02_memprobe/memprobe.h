@@ -19,7 +19,7 @@ typedef struct {
     size_t need_bytes;    /* what the run asks for: Q, K, V, O + S, P (naive) or + tiles/statistics */
     size_t rss_bytes;     /* the other view: peak RSS (CPU) or cudaMemGetInfo's used bytes (GPU) */
     double ms;
-    double max_diff;      /* against the other method's output, or the reference */
+    double max_diff;      /* against the other method's output (CPU), or the float64 reference on a few rows (GPU) */
 } ProbeRow;
 
 void probe_print_header(const char *unit_note);

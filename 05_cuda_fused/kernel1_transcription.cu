@@ -39,7 +39,10 @@ kernel1_transcription(const float *__restrict__ Q,  // [B, H, N, D]
                       long N, long row_tiles, int causal)
 {
     const long bh = blockIdx.x / row_tiles;                       // which (batch, head)
-    const long i = (blockIdx.x % row_tiles) * K1_THREADS + threadIdx.x; // this thread's query row
+    /* Causal: the last row tiles visit the most K/V tiles; hand them out first
+     * (blocks start roughly in blockIdx order) so the short ones fill the tail. */
+    const long tile = causal ? row_tiles - 1 - blockIdx.x % row_tiles : blockIdx.x % row_tiles;
+    const long i = tile * K1_THREADS + threadIdx.x;               // this thread's query row
     if (i >= N) return;                                           // past the end: nothing to do
     const float *q = Q + (bh * N + i) * D;
     const float *k = K + bh * N * D, *v = V + bh * N * D;

@@ -65,7 +65,10 @@ kernel3_mma(const T *__restrict__ Q,  // [B, H, N, D]
     T *k_s = q_s + K3_BR * LD;                    // [BC][LD]
     T *v_s = k_s + K3_BC * LD;                    // [BC][LD]
 
-    const long bh = blockIdx.x / row_tiles, i0 = (blockIdx.x % row_tiles) * K3_BR;
+    /* Causal: the last row tiles visit the most K/V tiles; hand them out first
+     * (blocks start roughly in blockIdx order) so the short ones fill the tail. */
+    const long tile = causal ? row_tiles - 1 - blockIdx.x % row_tiles : blockIdx.x % row_tiles;
+    const long bh = blockIdx.x / row_tiles, i0 = tile * K3_BR;
     const T *Qh = Q + bh * N * D, *Kh = K + bh * N * D, *Vh = V + bh * N * D;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const long row_g = i0 + warp * 16 + g, row_g8 = row_g + 8;   // this lane's two query rows

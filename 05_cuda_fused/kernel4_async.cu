@@ -59,7 +59,10 @@ kernel4_async(const T *__restrict__ Q,  // [B, H, N, D]
     T *k_buf = q_s + K4_BR * LD;                  // [2][BC][LD]: K_j in buffer j % 2
     T *v_buf = k_buf + 2 * K4_BC * LD;            // [2][BC][LD]
 
-    const long bh = blockIdx.x / row_tiles, i0 = (blockIdx.x % row_tiles) * K4_BR;
+    /* Causal: the last row tiles visit the most K/V tiles; hand them out first
+     * (blocks start roughly in blockIdx order) so the short ones fill the tail. */
+    const long tile = causal ? row_tiles - 1 - blockIdx.x % row_tiles : blockIdx.x % row_tiles;
+    const long bh = blockIdx.x / row_tiles, i0 = tile * K4_BR;
     const T *Qh = Q + bh * N * D, *Kh = K + bh * N * D, *Vh = V + bh * N * D;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const long row_g = i0 + warp * 16 + g, row_g8 = row_g + 8;   // this lane's two query rows
@@ -218,6 +221,6 @@ static void k4_describe(long D, int dtype, char *buf, size_t n)
              K4_BR, K4_BC, D == 64 ? K4Smem<64>::bytes : K4Smem<128>::bytes);
 }
 
-static const FusedKernel kernel4 = {3, "mma.sync", "K/V tiles by cp.async, double-buffered: the next load overlaps this tile's math",
+static const FusedKernel kernel4 = {4, "cp.async x2", "K/V tiles by cp.async, double-buffered: the next load overlaps this tile's math",
                                     (1u << DT_FP16) | (1u << DT_BF16), k4_supports, k4_launch, k4_describe};
 FUSED_REGISTER(kernel4);
