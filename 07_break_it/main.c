@@ -91,7 +91,11 @@ static Result run(const Setup *u, const Inputs *in, int brk, int fp16, int gpu, 
     for (size_t i = 0; i < in->n; i++) o[i] = NAN;
     if (gpu) {
         r.first.tile = -1;
+#ifdef HAVE_CUDA
         r.gpu_ok = break_forward_gpu(in->q, in->k, in->v, o, bh, u->N, u->D, BC, brk, fp16) == 0;
+#else
+        r.gpu_ok = 0; /* never asked for: gpu is 0 without CUDA */
+#endif
     } else if (break_forward_cpu(in->q, in->k, in->v, o, bh, u->N, u->D, u->BR, BC, brk, fp16, trace_row, trace, &r.first) != 0) {
         fprintf(stderr, "step07: out of memory for the tiles\n");
         exit(EXIT_FAIL);
@@ -313,10 +317,10 @@ int main(int argc, char **argv)
     o.B = 2; o.H = 4; o.N = 256; o.D = 64; o.BR = 64; o.BC = 64;
     for (int i = 1; i < argc; i++) {
         if (opts_parse_common(&o, argc, argv, &i)) continue;
-        if (!strcmp(argv[i], "--break")) { brk = parse_choice(argv[i], opt_value(argc, argv, &i), break_names, 4); continue; }
-        if (!strcmp(argv[i], "--score-scale")) { scale = parse_double(argv[i], opt_value(argc, argv, &i), 1e-3, 1e3); continue; }
+        if (!strcmp(argv[i], "--break")) { const char *opt = argv[i]; brk = parse_choice(opt, opt_value(argc, argv, &i), break_names, 4); continue; }
+        if (!strcmp(argv[i], "--score-scale")) { const char *opt = argv[i]; scale = parse_double(opt, opt_value(argc, argv, &i), 1e-3, 1e3); continue; }
         if (!strcmp(argv[i], "--trace")) { trace = 1; continue; }
-        if (!strcmp(argv[i], "--trace-row")) { trace_row = parse_long(argv[i], opt_value(argc, argv, &i), 0, 1048575); continue; }
+        if (!strcmp(argv[i], "--trace-row")) { const char *opt = argv[i]; trace_row = parse_long(opt, opt_value(argc, argv, &i), 0, 1048575); continue; }
         if (!strcmp(argv[i], "--diagnose")) { diag = 1; continue; }
         usage_error("unknown option '%s' (see --help)", argv[i]);
     }
@@ -387,7 +391,24 @@ int main(int argc, char **argv)
                 printf("answer: in fp32 the first inf appeared in K/V tile %ld (%s of query row %ld; largest score there %.2f)\n",
                        o32.first.tile, *o32.first.what == 'p' ? "p" : *o32.first.what == 'l' ? "l" : "o", o32.first.row, o32.first.s);
         }
-        if (brk < 0 || brk == BREAK_NO_RESCALE) {
+        if (brk == BREAK_MAX_ZERO) { /* only rows whose every score is below about -88 break: show such rows */
+            Setup n = u;
+            n.neg_rows = 1; n.scale = 1;
+            Inputs ni = make_inputs(&n);
+            Result z = run(&n, &ni, BREAK_MAX_ZERO, fp16, g, o.BC, 0, NULL);
+            printf("  --break max-zero   %s: %s%s\n", fp16 ? "fp16" : "fp32", z.e.n_nonfinite ? "" : "finite, ",
+                   z.e.n_nonfinite ? "" : fmt_err(&z.e, eb, sizeof eb));
+            printf("answer: with m starting at 0 instead of -inf, p = e^(s - 0) underflows to 0 for rows whose every score\n"
+                   "  is below about -104 (fp32), so l = 0 and o / l = NaN; the random inputs above have no such row. On\n"
+                   "  inputs whose first N/2 rows score below -100 against every key: %zu of %zu outputs bad (%zu inf/NaN)\n",
+                   z.e.n_bad, z.e.n, z.e.n_nonfinite);
+            free_inputs(&ni);
+        }
+        if ((brk < 0 || brk == BREAK_NO_RESCALE) && o.BC >= o.N) {
+            Result s = run(&u, &in, BREAK_NO_RESCALE, 0, g, o.N, 0, NULL);
+            printf("answer: Break 2 with one K/V tile (BC = %ld >= N = %ld) is right (max abs %.1e): with nothing to rescale,\n"
+                   "  dropping alpha/beta costs nothing. Use BC < N (e.g. --bc 64) to see it fail.\n", o.BC, o.N, s.e.max_abs);
+        } else if (brk < 0 || brk == BREAK_NO_RESCALE) {
             Result m = run(&u, &in, BREAK_NO_RESCALE, 0, g, o.BC, 0, NULL);
             Result s = run(&u, &in, BREAK_NO_RESCALE, 0, g, o.N, 0, NULL);
             printf("answer: Break 2 (max kept, no rescaling) is finite and wrong with %ld K/V tiles (max abs %.3f; the chapter "
