@@ -177,6 +177,14 @@ static int run_checks(void)
                    first, later);
         else
             report(first < 1e-5, NULL, name, "one row tile only: right (%.1e)", first);
+        /* Exactly which rows are right: row r = BR - 1 of every FULL later tile never has c > r, so it sees
+         * every key it should (BR = BC); the other rows of later tiles lose keys. */
+        if (Ns[a] >= 2 * B_) {
+            double last = 0;
+            for (long i0 = B_; i0 + B_ <= Ns[a]; i0 += B_) { double e = rows_err(&c, i0 + B_ - 1, i0 + B_); if (!(e <= last)) last = e; }
+            snprintf(name, sizeof name, "relative-mask-last-rows N=%ld BR=BC=%ld", Ns[a], B_);
+            report(last < 1e-5, NULL, name, "row BR-1 of every full later tile right (%.1e < 1e-5)", last);
+        }
         cpu_free(&c);
     }
     { /* fully masked: a row that sees nothing gives o = 0, and no NaN anywhere */
