@@ -25,7 +25,9 @@
  * 66 KB at D = 64 and 116 KB at D = 128, above the default 48 KB: asked for
  * with cudaFuncSetAttribute and checked against the device limit.
  *
- * Measured on the H100: see 05_cuda_fused/README.md (./step05, ./step05 --bench).
+ * Measured on the H100 80GB HBM3 (./step05, B=2 H=8 N=4096 D=64, fp32,
+ * median of 10): 2.686 ms, 25.59 TFLOP/s, 1.08x the naive cuBLAS baseline
+ * (2.899 ms, 23.70 TFLOP/s) in the same run. Full output: README.md.
  */
 #include <cmath>
 
