@@ -17,8 +17,8 @@
  * Expect (last lines):
  *        answer: naive attention first fails at N = 8192 (needs 8.72 GB, limit 8.00 GB)
  *        answer: the tiled forward uses less than 1/10 of naive's memory from N = 2048 (33.6 MB vs 570.4 MB)
- * Limits: CPU times are single-threaded; the sweep to N = 8192 took about 5
- *        minutes on a shared 2-core machine (naive ~35 s at N = 4096, the tiled
+ * Limits: CPU times are single-threaded; the sweep to N = 8192 took 5 (8G) to
+ *        6.5 (default) minutes on a shared 2-core machine (naive ~35 s at N = 4096, the tiled
  *        forward ~160 s at N = 8192); --seq-list gives a shorter one.
  */
 #define _POSIX_C_SOURCE 200809L /* strtok_r */
