@@ -292,7 +292,7 @@ static void usage(const Opts *o)
            "  --diagnose             run each known break through the diagnosis and check it names the cause\n");
 }
 
-static void print_trace(const Setup *u, const Inputs *in, int brk, int fp16, long row)
+static void print_trace(const Setup *u, const Inputs *in, int brk, int fp16, long row, FILE *csv)
 {
     long nt = (u->N + u->BC - 1) / u->BC;
     TraceTile *t = xmalloc((size_t)nt * sizeof *t, "trace");
@@ -302,6 +302,9 @@ static void print_trace(const Setup *u, const Inputs *in, int brk, int fp16, lon
     printf("  tile     max s        max p            l   inf/NaN yet\n");
     for (long i = 0; i < nt; i++)
         printf("  %4ld  %8.3f  %11.4g  %11.4g   %s\n", i, t[i].max_s, t[i].max_p, t[i].l, t[i].nonfinite ? "yes" : "no");
+    for (long i = 0; csv && i < nt; i++)
+        fprintf(csv, "%s,%s,%g,%ld,%ld,%.6g,%.6g,%.6g,%d\n", break_names[brk], fp16 ? "fp16" : "fp32", u->scale, row, i,
+                t[i].max_s, t[i].max_p, t[i].l, t[i].nonfinite);
     printf("  output vs reference: %zu non-finite of %zu, max abs %.3g\n", r.e.n_nonfinite, r.e.n, r.e.max_abs);
     tfree(t);
 }
@@ -350,7 +353,9 @@ int main(int argc, char **argv)
                     if (s > best) { best = s; row = i; }
                 }
         }
-        print_trace(&u, &in, brk < 0 ? BREAK_NO_MAX : brk, fp16, row);
+        FILE *tcsv = o.csv ? csv_open(o.csv, "break,dtype,score_scale,row,tile,max_s,max_p,l,nonfinite") : NULL;
+        print_trace(&u, &in, brk < 0 ? BREAK_NO_MAX : brk, fp16, row, tcsv);
+        if (tcsv) fclose(tcsv);
         free_inputs(&in);
         return EXIT_OK;
     }

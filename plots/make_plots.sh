@@ -1,0 +1,30 @@
+#!/bin/sh
+# make plots [QUICK=1]: run the steps with --csv into results/, then draw
+# every picture into results/. GPU pictures only where a GPU is present.
+set -e
+quick=$1
+py=${PYTHON:-python3}
+mkdir -p results
+if [ "$quick" = quick ]; then seqs=256,512,1024; else seqs=1024,2048,4096,8192; fi
+./step02 --device cpu --seq-list $seqs --mem-limit 8G --csv results/step02_cpu.csv >/dev/null
+./step04 --csv results/step04.csv --csv-state results/state.csv >/dev/null
+./step06 --device cpu --csv results/step06_cpu.csv >/dev/null
+./step07 --break no-max --dtype fp16 --score-scale 3 --trace --csv results/trace_fp16.csv >/dev/null
+./step07 --break no-max --dtype fp32 --score-scale 24 --trace --csv results/trace_fp32.csv >/dev/null
+$py plots/memory.py results/step02_cpu.csv results/memory_cpu.png
+$py plots/errors.py results/step04.csv results/errors.png
+$py plots/online_state.py results/state.csv results/online_state.png
+$py plots/causal.py results/step06_cpu.csv results/causal_cpu.png
+$py plots/break_trace.py results/break_trace.png results/trace_fp16.csv results/trace_fp32.csv
+if ./step05 --help >/dev/null 2>&1 && ./step05 --kernel 1 --seq 64 --repeat 1 >/dev/null 2>&1; then
+    ./step02 --device gpu --csv results/step02_gpu.csv >/dev/null
+    ./step05 --bench --dtype fp16 --csv results/bench_fp16.csv >/dev/null
+    ./step06 --device gpu --dtype fp16 --csv results/step06_gpu.csv >/dev/null
+    $py plots/memory.py results/step02_gpu.csv results/memory_gpu.png
+    $py plots/throughput.py results/bench_fp16.csv results/throughput_fp16.png
+    $py plots/causal.py results/step06_gpu.csv results/causal_gpu.png
+else
+    echo "plots: GPU pictures skipped (no CUDA device): memory_gpu.png, throughput_fp16.png, causal_gpu.png"
+fi
+for f in results/*.png; do [ -s "$f" ] || { echo "plots: $f was not written"; exit 1; }; done
+echo "plots: $(ls results/*.png | wc -l) pictures in results/"

@@ -1,0 +1,30 @@
+"""throughput.py: TFLOP/s vs N for naive and each kernel of step 05, one
+panel per head dim. Reads step 05's --bench --csv.
+    python3 plots/throughput.py results/bench_fp16.csv results/throughput_fp16.png"""
+import matplotlib.pyplot as plt
+
+import csvio
+
+src, out = csvio.args(2, "STEP05_BENCH.csv OUT.png")
+rows = [r for r in csvio.read(src, ["mode", "dtype", "kernel", "name", "N", "D", "ms", "tflops"]) if r["mode"] == "bench"]
+dims = sorted({int(csvio.num(r, "D", src)) for r in rows})
+if not dims:
+    raise SystemExit(f"{src}: no bench rows (run ./step05 --bench --csv)")
+fig, axes = plt.subplots(1, len(dims), figsize=(6 * len(dims), 4.2), squeeze=False)
+for ax, D in zip(axes[0], dims):
+    kernels = sorted({int(csvio.num(r, "kernel", src)) for r in rows if int(csvio.num(r, "D", src)) == D})
+    for k in kernels:
+        rs = [r for r in rows if int(csvio.num(r, "D", src)) == D and int(csvio.num(r, "kernel", src)) == k
+              and csvio.num(r, "ms", src) > 0]
+        pts = sorted((csvio.num(r, "N", src), csvio.num(r, "tflops", src)) for r in rs)
+        label = "naive (cuBLAS + softmax)" if k == 0 else f"kernel {k} ({rs[0]['name']})"
+        ax.plot(*zip(*pts), "o-", label=label, color="tab:red" if k == 0 else None)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("N (batch = 16384/N, heads = 2048/D)")
+    ax.set_ylabel("TFLOP/s (4 B H N^2 D / time)")
+    ax.set_title(f"step 05 --bench, {rows[0]['dtype']}, D = {D}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+fig.tight_layout()
+fig.savefig(out, dpi=120)
+print(f"wrote {out}")
