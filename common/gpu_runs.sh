@@ -1,7 +1,7 @@
 #!/bin/sh
 # The GPU runs behind the READMEs, in one go on a GPU machine:
 #   sh common/gpu_runs.sh OUTDIR [what...]
-# what: checks sanitize step01 step02 step05 bench step06 step07 (default: all).
+# what: checks sanitize step01 step02 step05 bench step06 step07 plots (default: all but plots).
 # Each run's output goes to OUTDIR/<name>.log; a one-line summary per run to stdout.
 out=${1:?usage: sh common/gpu_runs.sh OUTDIR [what...]}; shift
 mkdir -p "$out"
@@ -24,7 +24,9 @@ for w in "$@"; do
     step05) run step05_fp32 ./step05 --csv "$out/step05_fp32.csv"; run step05_fp16 ./step05 --dtype fp16 --csv "$out/step05_fp16.csv"
             run step05_bf16 ./step05 --dtype bf16 ;;
     bench) run bench_fp16 ./step05 --bench --dtype fp16 --csv "$out/bench_fp16.csv"; run bench_fp32 ./step05 --bench --repeat 3 --csv "$out/bench_fp32.csv" ;;
-    step06) run step06 ./step06 --csv "$out/step06.csv"; run step06_fp16 ./step06 --device gpu --dtype fp16 ;;
+    step06) run step06 ./step06 --csv "$out/step06.csv"; run step06_fp16 ./step06 --device gpu --dtype fp16
+            run step06_fp16_16k ./step06 --device gpu --dtype fp16 --seq 16384 --batch 1 ;;
+    plots) run plots make plots; cp results/*.png results/*.csv "$out/" 2>/dev/null ;;
     step07) run step07 ./step07 --csv "$out/step07.csv" ;;
     esac
 done
