@@ -234,7 +234,7 @@ static int k5_launch(const void *q, const void *k, const void *v, void *o, long 
 static void k5_describe(long D, int dtype, char *buf, size_t n)
 {
     (void)dtype;
-    snprintf(buf, n, "kernel 3 + cp.async double-buffered K/V, BR=%d BC=%d, %zu bytes of shared memory",
+    snprintf(buf, n, "kernel 4 with 8 warps (BR=%d, BC=%d), the mask only on boundary tiles, %zu bytes of shared memory",
              K5_BR, K5_BC, D == 64 ? K5Smem<64>::bytes : K5Smem<128>::bytes);
 }
 
