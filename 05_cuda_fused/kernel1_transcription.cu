@@ -25,6 +25,7 @@
 
 #include "gpu.cuh"
 #include "kernels.h"
+#include "tile_order.cuh"
 
 // --- the kernel ------------------------------------------------------------------
 
@@ -40,10 +41,8 @@ kernel1_transcription(const float *__restrict__ Q,  // [B, H, N, D]
                       float *__restrict__ O,        // [B, H, N, D]
                       long N, long row_tiles, int causal)
 {
-    const long bh = blockIdx.x / row_tiles;                       // which (batch, head)
-    /* Causal: the last row tiles visit the most K/V tiles; hand them out first
-     * (blocks start roughly in blockIdx order) so the short ones fill the tail. */
-    const long tile = causal ? row_tiles - 1 - blockIdx.x % row_tiles : blockIdx.x % row_tiles;
+    long bh, tile;                                                // which (batch, head), which row tile
+    block_tile(row_tiles, causal, &bh, &tile);                    // causal: longest first (tile_order.cuh)
     const long i = tile * K1_THREADS + threadIdx.x;               // this thread's query row
     if (i >= N) return;                                           // past the end: nothing to do
     const float *q = Q + (bh * N + i) * D;

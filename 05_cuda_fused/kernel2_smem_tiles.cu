@@ -33,6 +33,7 @@
 
 #include "gpu.cuh"
 #include "kernels.h"
+#include "tile_order.cuh"
 
 // --- the kernel ------------------------------------------------------------------
 
@@ -62,10 +63,8 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
     float *v_s = k_s + K2_BC * L::LD;             // [BC][D+1]  V_j
     float *p_s = v_s + K2_BC * L::LD;             // [BR][BC+1] p_tile
 
-    const long bh = blockIdx.x / row_tiles;
-    /* Causal: the last row tiles visit the most K/V tiles; hand them out first
-     * (blocks start roughly in blockIdx order) so the short ones fill the tail. */
-    const long tile = causal ? row_tiles - 1 - blockIdx.x % row_tiles : blockIdx.x % row_tiles;
+    long bh, tile;                                                // which (batch, head), which row tile
+    block_tile(row_tiles, causal, &bh, &tile);                    // causal: longest first (tile_order.cuh)
     const long i0 = tile * K2_BR;                                // first query row of this tile
     const float *Qh = Q + bh * N * D, *Kh = K + bh * N * D, *Vh = V + bh * N * D;
     const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;   // rows 4ty..4ty+3; columns tx + 16c

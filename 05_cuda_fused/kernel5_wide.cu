@@ -21,6 +21,7 @@
 
 #include "gpu.cuh"
 #include "kernels.h"
+#include "tile_order.cuh"
 #include "tc.cuh"
 
 // --- the kernel ------------------------------------------------------------------
@@ -59,10 +60,9 @@ kernel5_wide(const T *__restrict__ Q,  // [B, H, N, D]
     T *k_buf = q_s + K5_BR * LD;                  // [2][BC][LD]: K_j in buffer j % 2
     T *v_buf = k_buf + 2 * K5_BC * LD;            // [2][BC][LD]
 
-    /* Causal: the last row tiles visit the most K/V tiles; hand them out first
-     * (blocks start roughly in blockIdx order) so the short ones fill the tail. */
-    const long tile = causal ? row_tiles - 1 - blockIdx.x % row_tiles : blockIdx.x % row_tiles;
-    const long bh = blockIdx.x / row_tiles, i0 = tile * K5_BR;
+    long bh, tile;                                // which (batch, head), which row tile
+    block_tile(row_tiles, causal, &bh, &tile);    // causal: longest first (tile_order.cuh)
+    const long i0 = tile * K5_BR;
     const T *Qh = Q + bh * N * D, *Kh = K + bh * N * D, *Vh = V + bh * N * D;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const long row_g = i0 + warp * 16 + g, row_g8 = row_g + 8;   // this lane's two query rows

@@ -309,8 +309,9 @@ int main(int argc, char **argv)
         long N = (o.given & 4) ? o.N : 4096, B = (o.given & 1) ? o.B : 2, H = (o.given & 2) ? o.H : 8;
         gpu_part(B, H, N, o.D, o.dtype, 0, o.repeat, csv, o.seed);
         printf("(speed-up = non-causal time / causal time. Block skipping removes about half the tiles, so the ideal is\n"
-               " about 2x; what each kernel gets is measured above. Likely causes of less (not measured here): the diagonal\n"
-               " tiles still cost full price, and Q tiles near the top finish early while the last ones do the full N / BC tiles, so the GPU's tail is uneven)\n");
+               " about 2x; what each kernel gets is measured above. The Q tiles are uneven (the last visit N / BC K/V tiles,\n"
+               " the first one), so every kernel starts the longest first across all heads (05_cuda_fused/tile_order.cuh);\n"
+               " the diagonal tiles still cost full price, which keeps small N below 2x)\n");
     } else if (o.device == DEV_GPU) {
         gpu_require();
     } else {
