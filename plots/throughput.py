@@ -18,7 +18,9 @@ for ax, D in zip(axes[0], dims):
               and csvio.num(r, "ms", src) > 0]
         pts = sorted((csvio.num(r, "N", src), csvio.num(r, "tflops", src)) for r in rs)
         label = "naive (cuBLAS + softmax)" if k == 0 else f"kernel {k} ({rs[0]['name']})"
-        ax.plot(*zip(*pts), "o-", label=label, color="tab:red" if k == 0 else None)
+        # naive in black; the kernels along one colour map, so nine of them never share a colour
+        color = "black" if k == 0 else plt.cm.viridis(kernels.index(k) / max(1, len(kernels) - 1) * 0.9)
+        ax.plot(*zip(*pts), "o--" if k == 0 else "o-", label=label, color=color)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("N (batch = 16384/N, heads = 2048/D)")
     ax.set_ylabel("TFLOP/s (4 B H N^2 D / time)")
