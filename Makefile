@@ -45,8 +45,10 @@ ifneq ($(HAVE_NVCC),)
   else
     ARCH_WHY := set by CUDA_ARCH
   endif
-  # sm_90 (Hopper) gets the sm_90a target too, for the wgmma/TMA kernel.
-  GENCODE  := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(subst sm_,,$(a)),code=$(a))
+  # sm_90 (Hopper) is built as sm_90a, the same chip with its arch-specific
+  # instructions (wgmma) enabled, for kernel 10; the code runs only on
+  # compute capability 9.0, which is what sm_90 code runs on anyway.
+  GENCODE  := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(subst sm_,,$(a:sm_90=sm_90a)),code=$(a:sm_90=sm_90a))
   NVFLAGS  ?= -O3
   NVFLAGS  += -std=c++17 -lineinfo $(GENCODE) -Icommon --Werror all-warnings -Xcompiler -Wall,-Wextra$(if $(WERROR),$(comma)-Werror)
   CFLAGS   += -DHAVE_CUDA=1

@@ -236,5 +236,5 @@ static void k2_describe(long D, int dtype, char *buf, size_t n)
 
 static const FusedKernel kernel2 = {2, "smem tiles",
                                     "K/V tiles loaded once per block into shared memory, score tile computed cooperatively",
-                                    1u << DT_FP32, k2_supports, k2_launch, k2_describe};
+                                    1u << DT_FP32, k2_supports, k2_launch, k2_describe, NULL};
 FUSED_REGISTER(kernel2);

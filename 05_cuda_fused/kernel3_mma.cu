@@ -223,5 +223,5 @@ static void k3_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel3 = {3, "mma.sync", "tensor cores for Q K^T and P V, P kept in registers",
-                                    (1u << DT_FP16) | (1u << DT_BF16), k3_supports, k3_launch, k3_describe};
+                                    (1u << DT_FP16) | (1u << DT_BF16), k3_supports, k3_launch, k3_describe, NULL};
 FUSED_REGISTER(kernel3);

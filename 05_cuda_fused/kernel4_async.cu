@@ -225,5 +225,5 @@ static void k4_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel4 = {4, "cp.async x2", "K/V tiles by cp.async, double-buffered: the next load overlaps this tile's math",
-                                    (1u << DT_FP16) | (1u << DT_BF16), k4_supports, k4_launch, k4_describe};
+                                    (1u << DT_FP16) | (1u << DT_BF16), k4_supports, k4_launch, k4_describe, NULL};
 FUSED_REGISTER(kernel4);

@@ -269,5 +269,5 @@ static void k9_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel9 = {9, "FFMA scale", "kernel 8 with the softmax scale folded into the exponent: one FFMA per score, not FMUL + FADD",
-                                    (1u << DT_FP16) | (1u << DT_BF16), k9_supports, k9_launch, k9_describe};
+                                    (1u << DT_FP16) | (1u << DT_BF16), k9_supports, k9_launch, k9_describe, NULL};
 FUSED_REGISTER(kernel9);

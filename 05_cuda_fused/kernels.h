@@ -32,7 +32,14 @@ typedef struct FusedKernel {
                   int dtype, int causal, void *s);
     /* Tile sizes and launch shape for this D, for the output ("BR=64 BC=64, 128 threads"). */
     void (*describe)(long D, int dtype, char *buf, size_t n);
+    /* NULL for a kernel that runs on any CUDA GPU; else returns NULL when it
+     * runs on this one, or one line saying why not (kernel 10: Hopper only).
+     * Callers skip an unavailable kernel and print the line once. */
+    const char *(*unavailable)(void);
 } FusedKernel;
+
+/* The line why kernel k cannot run on this device, or NULL if it can. */
+#define FUSED_UNAVAILABLE(k) ((k)->unavailable ? (k)->unavailable() : (const char *)0)
 
 #ifdef __cplusplus
 extern "C" {

@@ -187,7 +187,7 @@ static void time_interleaved(const FusedKernel *const *kns, int n, Problem *p, i
 
 static int kernel_runs(const FusedKernel *kn, int dtype, long D)
 {
-    return (kn->dtypes & (1u << dtype)) && kn->supports_dim(D);
+    return (kn->dtypes & (1u << dtype)) && kn->supports_dim(D) && !FUSED_UNAVAILABLE(kn);
 }
 
 /* FlashAttention's accuracy rule for 16-bit kernels: at most 2x the naive
@@ -205,6 +205,11 @@ static int run_checks(long only, int quick)
     const FusedKernel *const *ks = fused_kernels(&nk);
     char name[160], eb[128];
     printf("device: %s\n", gpu_describe());
+    for (int i = 0; i < nk; i++) /* a kernel this GPU cannot run (kernel 10 off Hopper): one line, then silence */
+        if ((!only || ks[i]->id == only) && FUSED_UNAVAILABLE(ks[i])) {
+            snprintf(name, sizeof name, "kernel%d", ks[i]->id);
+            report_skip(name, "%s", FUSED_UNAVAILABLE(ks[i]));
+        }
     for (int dt = 0; dt < 3; dt++)
         for (size_t b = 0; b < 4; b++)
             for (size_t a = 0; a < (quick ? 2u : 9u); a++) {
@@ -229,7 +234,7 @@ static int run_checks(long only, int quick)
                     float *first_fp32 = NULL;
                     for (int i = 0; i < nk; i++) {
                         const FusedKernel *kn = ks[i];
-                        if ((only && kn->id != only) || !(kn->dtypes & (1u << dt))) continue;
+                        if ((only && kn->id != only) || !(kn->dtypes & (1u << dt)) || FUSED_UNAVAILABLE(kn)) continue;
                         snprintf(name, sizeof name, "kernel%d %s B=%ld H=%ld N=%ld D=%ld%s", kn->id, dtype_name(dt), B, H, N, D,
                                  causal ? " causal" : "");
                         if (!kn->supports_dim(D)) { report_skip(name, "kernel %d is not built for D=%ld", kn->id, D); continue; }
@@ -307,6 +312,8 @@ static int run_default(const Opts *o, FILE *csv)
     else printf("  naive    OOM: S and P need %s\n", fmt_bytes(2.0 * p.B * p.H * p.N * p.N * dtype_size(p.dtype), b1, sizeof b1));
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
+        if ((!o->kernel || kn->id == o->kernel) && FUSED_UNAVAILABLE(kn) && (kn->dtypes & (1u << o->dtype)))
+            printf("  kernel %d %-16s skipped: %s\n", kn->id, kn->name, FUSED_UNAVAILABLE(kn));
         if ((o->kernel && kn->id != o->kernel) || !kernel_runs(kn, o->dtype, o->D)) continue;
         double atol = o->dtype == DT_FP32 ? 1e-5 : (nrc == 0 ? tol16(en.max_abs) : 2e-2);
         if (run_compare(kn, &p, &r, atol, &ek[i], full) != 0) { ok = 0; continue; }
