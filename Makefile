@@ -115,10 +115,12 @@ $(BUILD)/common/gpu.o: common/gpu.cu common/gpu.h common/gpu.cuh common/common.h
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
 # --- reading what the compiler made: make 05_cuda_fused/kernel1.ptx / .sass
+# (for the first architecture of CUDA_ARCH, sm_90 as sm_90a like the build)
+ARCH1 := $(patsubst sm_90,sm_90a,$(firstword $(CUDA_ARCH)))
 %.ptx: %.cu
-	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -arch=$(firstword $(CUDA_ARCH)) -Icommon -I$(dir $<) -ptx -o $@ $<
+	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -arch=compute_$(subst sm_,,$(ARCH1)) -Icommon -I$(dir $<) -ptx -o $@ $<
 %.sass: %.cu
-	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -arch=$(firstword $(CUDA_ARCH)) -Icommon -I$(dir $<) -cubin -o $*.cubin $<
+	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -gencode arch=compute_$(subst sm_,,$(ARCH1)),code=$(ARCH1) -Icommon -I$(dir $<) -cubin -o $*.cubin $<
 	@command -v $(CUOBJDUMP) >/dev/null || { echo "no $(CUOBJDUMP) here: the cubin is $*.cubin (nvdisasm or cuobjdump on a full CUDA install reads it)"; exit 1; }
 	$(CUOBJDUMP) -sass $*.cubin > $@ && rm -f $*.cubin && echo "wrote $@"
 
