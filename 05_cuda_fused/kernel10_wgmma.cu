@@ -37,6 +37,7 @@
 
 #include "gpu.cuh"
 #include "kernels.h"
+#include "launch_tc.cuh"
 #include "tc.cuh"
 #include "tile_order.cuh"
 #include "wgmma.cuh"
@@ -271,43 +272,20 @@ static const char *k10_unavailable(void)
     return state ? why : NULL;
 }
 
-template <int D, typename T>
-static int launch_dt(const void *q, const void *k, const void *v, void *o, long B, long H, long N, int causal, cudaStream_t s)
-{
-    const size_t bytes = K10Smem<D>::bytes;
-    int dev = 0, limit = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (bytes > (size_t)limit) {
-        fprintf(stderr, "%s: kernel 10 at D=%d needs %zu bytes of shared memory, the device allows %d\n", g_prog, D, bytes, limit);
-        return -1;
-    }
-    CUDA_CHECK(cudaFuncSetAttribute(kernel10_wgmma<D, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    const long row_tiles = (N + K10_BR - 1) / K10_BR;
-    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
-    kernel10_wgmma<D, T><<<(unsigned)(B * H * row_tiles), K10_WARPS * 32, bytes, s>>>(
-        (const T *)q, (const T *)k, (const T *)v, (T *)o, N, row_tiles, causal, scale_log2);
-    CUDA_CHECK_LAST();
-    return 0;
-}
-
-static int k10_supports(long D) { return D == 64 || D == 128; }
+template <int D, typename T> struct K10Launch {
+    static constexpr size_t bytes = K10Smem<D>::bytes;
+    static constexpr TcKernel<T> fn = kernel10_wgmma<D, T>;
+};
 
 static int k10_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                       int causal, void *stream)
 {
-    cudaStream_t s = (cudaStream_t)stream;
     const char *why = k10_unavailable();
     if (why) {
         fprintf(stderr, "%s: %s\n", g_prog, why);
         return -1;
     }
-    if (dtype == DT_FP16 && D == 64) return launch_dt<64, __half>(q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_FP16 && D == 128) return launch_dt<128, __half>(q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_BF16 && D == 64) return launch_dt<64, __nv_bfloat16>(q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_BF16 && D == 128) return launch_dt<128, __nv_bfloat16>(q, k, v, o, B, H, N, causal, s);
-    fprintf(stderr, "%s: kernel 10 takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, dtype_name(dtype), D);
-    return -1;
+    return tc_launch<K10Launch>(10, K10_BR, K10_WARPS * 32, q, k, v, o, B, H, N, D, dtype, causal, stream);
 }
 
 static void k10_describe(long D, int dtype, char *buf, size_t n)
@@ -318,5 +296,5 @@ static void k10_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel10 = {10, "wgmma", "kernel 9 on Hopper's wgmma: K and V read by the tensor cores from swizzled shared memory",
-                                     (1u << DT_FP16) | (1u << DT_BF16), k10_supports, k10_launch, k10_describe, k10_unavailable};
+                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k10_launch, k10_describe, k10_unavailable};
 FUSED_REGISTER(kernel10);

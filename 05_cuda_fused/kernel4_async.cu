@@ -24,6 +24,7 @@
 
 #include "gpu.cuh"
 #include "kernels.h"
+#include "launch_tc.cuh"
 #include "tile_order.cuh"
 #include "tc.cuh"
 
@@ -183,38 +184,15 @@ kernel4_async(const T *__restrict__ Q,  // [B, H, N, D]
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D, typename T>
-static int launch_dt(const void *q, const void *k, const void *v, void *o, long B, long H, long N, int causal, cudaStream_t s)
-{
-    const size_t bytes = K4Smem<D>::bytes;
-    int dev = 0, limit = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (bytes > (size_t)limit) {
-        fprintf(stderr, "%s: kernel 4 at D=%d needs %zu bytes of shared memory, the device allows %d\n", g_prog, D, bytes, limit);
-        return -1;
-    }
-    CUDA_CHECK(cudaFuncSetAttribute(kernel4_async<D, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    const long row_tiles = (N + K4_BR - 1) / K4_BR;
-    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
-    kernel4_async<D, T><<<(unsigned)(B * H * row_tiles), K4_WARPS * 32, bytes, s>>>(
-        (const T *)q, (const T *)k, (const T *)v, (T *)o, N, row_tiles, causal, scale_log2);
-    CUDA_CHECK_LAST();
-    return 0;
-}
-
-static int k4_supports(long D) { return D == 64 || D == 128; }
+template <int D, typename T> struct K4Launch {
+    static constexpr size_t bytes = K4Smem<D>::bytes;
+    static constexpr TcKernel<T> fn = kernel4_async<D, T>;
+};
 
 static int k4_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                      int causal, void *stream)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    if (dtype == DT_FP16 && D == 64) return launch_dt<64, __half>(q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_FP16 && D == 128) return launch_dt<128, __half>(q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_BF16 && D == 64) return launch_dt<64, __nv_bfloat16>(q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_BF16 && D == 128) return launch_dt<128, __nv_bfloat16>(q, k, v, o, B, H, N, causal, s);
-    fprintf(stderr, "%s: kernel 4 takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, dtype_name(dtype), D);
-    return -1;
+    return tc_launch<K4Launch>(4, K4_BR, K4_WARPS * 32, q, k, v, o, B, H, N, D, dtype, causal, stream);
 }
 
 static void k4_describe(long D, int dtype, char *buf, size_t n)
@@ -225,5 +203,5 @@ static void k4_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel4 = {4, "cp.async x2", "K/V tiles by cp.async, double-buffered: the next load overlaps this tile's math",
-                                    (1u << DT_FP16) | (1u << DT_BF16), k4_supports, k4_launch, k4_describe, NULL};
+                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k4_launch, k4_describe, NULL};
 FUSED_REGISTER(kernel4);

@@ -26,6 +26,7 @@
 
 #include "gpu.cuh"
 #include "kernels.h"
+#include "launch_tc.cuh"
 #include "tile_order.cuh"
 #include "tc.cuh"
 
@@ -202,38 +203,15 @@ kernel6_occupancy(const T *__restrict__ Q,  // [B, H, N, D]
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D, typename T>
-static int launch_dt(const void *q, const void *k, const void *v, void *o, long B, long H, long N, int causal, cudaStream_t s)
-{
-    const size_t bytes = K6Smem<D>::bytes;
-    int dev = 0, limit = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (bytes > (size_t)limit) {
-        fprintf(stderr, "%s: kernel 6 at D=%d needs %zu bytes of shared memory, the device allows %d\n", g_prog, D, bytes, limit);
-        return -1;
-    }
-    CUDA_CHECK(cudaFuncSetAttribute(kernel6_occupancy<D, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    const long row_tiles = (N + K6_BR - 1) / K6_BR;
-    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
-    kernel6_occupancy<D, T><<<(unsigned)(B * H * row_tiles), K6_WARPS * 32, bytes, s>>>(
-        (const T *)q, (const T *)k, (const T *)v, (T *)o, N, row_tiles, causal, scale_log2);
-    CUDA_CHECK_LAST();
-    return 0;
-}
-
-static int k6_supports(long D) { return D == 64 || D == 128; }
+template <int D, typename T> struct K6Launch {
+    static constexpr size_t bytes = K6Smem<D>::bytes;
+    static constexpr TcKernel<T> fn = kernel6_occupancy<D, T>;
+};
 
 static int k6_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                      int causal, void *stream)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    if (dtype == DT_FP16 && D == 64) return launch_dt<64, __half>(q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_FP16 && D == 128) return launch_dt<128, __half>(q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_BF16 && D == 64) return launch_dt<64, __nv_bfloat16>(q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_BF16 && D == 128) return launch_dt<128, __nv_bfloat16>(q, k, v, o, B, H, N, causal, s);
-    fprintf(stderr, "%s: kernel 6 takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, dtype_name(dtype), D);
-    return -1;
+    return tc_launch<K6Launch>(6, K6_BR, K6_WARPS * 32, q, k, v, o, B, H, N, D, dtype, causal, stream);
 }
 
 static void k6_describe(long D, int dtype, char *buf, size_t n)
@@ -244,5 +222,5 @@ static void k6_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel6 = {6, "occupancy", "kernel 5 capped at 128 registers at D = 64: two blocks (16 warps) per SM instead of one",
-                                    (1u << DT_FP16) | (1u << DT_BF16), k6_supports, k6_launch, k6_describe, NULL};
+                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k6_launch, k6_describe, NULL};
 FUSED_REGISTER(kernel6);

@@ -28,6 +28,7 @@
 
 #include "gpu.cuh"
 #include "kernels.h"
+#include "launch_tc.cuh"
 #include "tc.cuh"
 #include "tile_order.cuh"
 
@@ -228,38 +229,15 @@ kernel8_wide_kv(const T *__restrict__ Q,  // [B, H, N, D]
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D, typename T>
-static int launch_dt(const void *q, const void *k, const void *v, void *o, long B, long H, long N, int causal, cudaStream_t s)
-{
-    const size_t bytes = K8Smem<D>::bytes;
-    int dev = 0, limit = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (bytes > (size_t)limit) {
-        fprintf(stderr, "%s: kernel 8 at D=%d needs %zu bytes of shared memory, the device allows %d\n", g_prog, D, bytes, limit);
-        return -1;
-    }
-    CUDA_CHECK(cudaFuncSetAttribute(kernel8_wide_kv<D, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    const long row_tiles = (N + K8_BR - 1) / K8_BR;
-    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
-    kernel8_wide_kv<D, T><<<(unsigned)(B * H * row_tiles), K8_WARPS * 32, bytes, s>>>(
-        (const T *)q, (const T *)k, (const T *)v, (T *)o, N, row_tiles, causal, scale_log2);
-    CUDA_CHECK_LAST();
-    return 0;
-}
-
-static int k8_supports(long D) { return D == 64 || D == 128; }
+template <int D, typename T> struct K8Launch {
+    static constexpr size_t bytes = K8Smem<D>::bytes;
+    static constexpr TcKernel<T> fn = kernel8_wide_kv<D, T>;
+};
 
 static int k8_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                      int causal, void *stream)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    if (dtype == DT_FP16 && D == 64) return launch_dt<64, __half>(q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_FP16 && D == 128) return launch_dt<128, __half>(q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_BF16 && D == 64) return launch_dt<64, __nv_bfloat16>(q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_BF16 && D == 128) return launch_dt<128, __nv_bfloat16>(q, k, v, o, B, H, N, causal, s);
-    fprintf(stderr, "%s: kernel 8 takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, dtype_name(dtype), D);
-    return -1;
+    return tc_launch<K8Launch>(8, K8_BR, K8_WARPS * 32, q, k, v, o, B, H, N, D, dtype, causal, stream);
 }
 
 static void k8_describe(long D, int dtype, char *buf, size_t n)
@@ -270,5 +248,5 @@ static void k8_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel8 = {8, "wide K/V tile", "kernel 7 with K/V tiles of 128 keys at D=64: per-tile costs over twice the keys",
-                                    (1u << DT_FP16) | (1u << DT_BF16), k8_supports, k8_launch, k8_describe, NULL};
+                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k8_launch, k8_describe, NULL};
 FUSED_REGISTER(kernel8);

@@ -1,0 +1,69 @@
+/*
+ * launch_tc.cuh: the launch every tensor-core kernel (3 to 10) does, written
+ * once. Each kernel file says only what is its own: the kernel, its shared
+ * memory, its rows per block and its threads, in a small traits struct
+ *     template <int D, typename T> struct KnLaunch {
+ *         static constexpr size_t bytes = ...;            // dynamic shared memory
+ *         static constexpr TcKernel<T> fn = kernelN<D, T>;
+ *     };
+ * and its launcher is tc_launch<KnLaunch>(N, BR, threads, ...).
+ */
+#ifndef LAUNCH_TC_CUH
+#define LAUNCH_TC_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "gpu.cuh"
+#include "kernels.h"
+
+/* Every tensor-core kernel's signature: Q, K, V, O as [B, H, N, D], the row
+ * tiles per head, the causal flag and the softmax scale in log2 units. */
+template <typename T>
+using TcKernel = void (*)(const T *__restrict__, const T *__restrict__, const T *__restrict__, T *__restrict__, long,
+                          long, int, float);
+
+/* One (D, dtype) instance: shared memory over 48 KB asked for (and checked
+ * against the device's opt-in limit), one block per (batch, head, row tile). */
+template <int D, typename T, template <int, typename> class L>
+static int tc_launch_dt(int id, int br, int threads, const void *q, const void *k, const void *v, void *o, long B, long H,
+                        long N, int causal, cudaStream_t s)
+{
+    const size_t bytes = L<D, T>::bytes;
+    int dev = 0, limit = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (bytes > (size_t)limit) {
+        fprintf(stderr, "%s: kernel %d at D=%d needs %zu bytes of shared memory, the device allows %d\n", g_prog, id, D,
+                bytes, limit);
+        return -1;
+    }
+    CUDA_CHECK(cudaFuncSetAttribute(L<D, T>::fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    const long row_tiles = (N + br - 1) / br;
+    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
+    L<D, T>::fn<<<(unsigned)(B * H * row_tiles), threads, bytes, s>>>((const T *)q, (const T *)k, (const T *)v, (T *)o, N,
+                                                                    row_tiles, causal, scale_log2);
+    CUDA_CHECK_LAST();
+    return 0;
+}
+
+/* The FusedKernel launch of kernel `id`: fp16 or bf16, D = 64 or 128. */
+template <template <int, typename> class L>
+static int tc_launch(int id, int br, int threads, const void *q, const void *k, const void *v, void *o, long B, long H,
+                     long N, long D, int dtype, int causal, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (dtype == DT_FP16 && D == 64) return tc_launch_dt<64, __half, L>(id, br, threads, q, k, v, o, B, H, N, causal, s);
+    if (dtype == DT_FP16 && D == 128) return tc_launch_dt<128, __half, L>(id, br, threads, q, k, v, o, B, H, N, causal, s);
+    if (dtype == DT_BF16 && D == 64) return tc_launch_dt<64, __nv_bfloat16, L>(id, br, threads, q, k, v, o, B, H, N, causal, s);
+    if (dtype == DT_BF16 && D == 128) return tc_launch_dt<128, __nv_bfloat16, L>(id, br, threads, q, k, v, o, B, H, N, causal, s);
+    fprintf(stderr, "%s: kernel %d takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, id, dtype_name(dtype), D);
+    return -1;
+}
+
+static int tc_supports(long D) { return D == 64 || D == 128; }
+
+#endif
