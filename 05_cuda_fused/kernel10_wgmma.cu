@@ -143,8 +143,13 @@ kernel10_wgmma(const T *__restrict__ Q,  // [B, H, N, D]
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
             const uint64_t desc = make_desc(k_addr + (ks / 4) * BC * 128 + (ks % 4) * 32, 16, 1024);
-            if constexpr (BC == 64) wgmma_m64n64k16<T, 0>(s, qf[ks], desc, ks > 0);
-            else wgmma_m64n128k16<T, 0>(s, qf[ks], desc, ks > 0);
+            if (ks == 0) {                        // the first product overwrites s ("=f", wgmma.cuh)
+                if constexpr (BC == 64) wgmma_m64n64k16<T, 0, 0>(s, qf[ks], desc);
+                else wgmma_m64n128k16<T, 0, 0>(s, qf[ks], desc);
+            } else {
+                if constexpr (BC == 64) wgmma_m64n64k16<T, 0, 1>(s, qf[ks], desc);
+                else wgmma_m64n128k16<T, 0, 1>(s, qf[ks], desc);
+            }
         }
         wgmma_commit();
         wgmma_wait<0>();
@@ -205,8 +210,8 @@ kernel10_wgmma(const T *__restrict__ Q,  // [B, H, N, D]
 #pragma unroll
         for (int ks = 0; ks < BC / 16; ks++) {
             const uint64_t desc = make_desc(v_addr + ks * 2048, BC * 128, 1024);
-            if constexpr (D == 64) wgmma_m64n64k16<T, 1>(o, pf[ks], desc, 1);
-            else wgmma_m64n128k16<T, 1>(o, pf[ks], desc, 1);
+            if constexpr (D == 64) wgmma_m64n64k16<T, 1, 1>(o, pf[ks], desc);
+            else wgmma_m64n128k16<T, 1, 1>(o, pf[ks], desc);
         }
         wgmma_commit();
         wgmma_wait<0>();
@@ -237,7 +242,7 @@ kernel10_wgmma(const T *__restrict__ Q,  // [B, H, N, D]
 
 /* Whether this binary holds kernel 10's sm_90a code for this device: a
  * one-thread probe compiled the same way as the kernel. */
-__global__ void kernel10_probe(int *ok)
+__global__ void wgmma_probe(int *ok)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     *ok = 1;
@@ -246,9 +251,7 @@ __global__ void kernel10_probe(int *ok)
 #endif
 }
 
-// --- the launcher -------------------------------------------------------------------
-
-static const char *k10_unavailable(void)
+const char *wgmma_unavailable(void)
 {
     static int state = -1; /* -1 not asked yet, 0 runs here, 1 does not */
     static char why[160];
@@ -259,7 +262,7 @@ static const char *k10_unavailable(void)
         CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
         if (major == 9 && minor == 0) {
             CUDA_CHECK(cudaMalloc(&d_ok, sizeof *d_ok));
-            kernel10_probe<<<1, 1>>>(d_ok);
+            wgmma_probe<<<1, 1>>>(d_ok);
             CUDA_CHECK_LAST();
             CUDA_CHECK(cudaMemcpy(&ok, d_ok, sizeof ok, cudaMemcpyDeviceToHost));
             CUDA_CHECK(cudaFree(d_ok));
@@ -274,18 +277,19 @@ static const char *k10_unavailable(void)
 
 template <int D, typename T> struct K10Launch {
     static constexpr size_t bytes = K10Smem<D>::bytes;
+    static constexpr int br = K10_BR, threads = K10_WARPS * 32;
     static constexpr TcKernel<T> fn = kernel10_wgmma<D, T>;
 };
 
 static int k10_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                       int causal, void *stream)
 {
-    const char *why = k10_unavailable();
+    const char *why = wgmma_unavailable();
     if (why) {
         fprintf(stderr, "%s: %s\n", g_prog, why);
         return -1;
     }
-    return tc_launch<K10Launch>(10, K10_BR, K10_WARPS * 32, q, k, v, o, B, H, N, D, dtype, causal, stream);
+    return tc_launch<K10Launch>(10, q, k, v, o, B, H, N, D, dtype, causal, stream);
 }
 
 static void k10_describe(long D, int dtype, char *buf, size_t n)
@@ -296,5 +300,5 @@ static void k10_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel10 = {10, "wgmma", "kernel 9 on Hopper's wgmma: K and V read by the tensor cores from swizzled shared memory",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k10_launch, k10_describe, k10_unavailable};
+                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k10_launch, k10_describe, wgmma_unavailable};
 FUSED_REGISTER(kernel10);

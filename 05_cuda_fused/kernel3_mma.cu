@@ -184,13 +184,14 @@ kernel3_mma(const T *__restrict__ Q,  // [B, H, N, D]
 
 template <int D, typename T> struct K3Launch {
     static constexpr size_t bytes = K3Smem<D>::bytes;
+    static constexpr int br = K3_BR, threads = K3_WARPS * 32;
     static constexpr TcKernel<T> fn = kernel3_mma<D, T>;
 };
 
 static int k3_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                      int causal, void *stream)
 {
-    return tc_launch<K3Launch>(3, K3_BR, K3_WARPS * 32, q, k, v, o, B, H, N, D, dtype, causal, stream);
+    return tc_launch<K3Launch>(3, q, k, v, o, B, H, N, D, dtype, causal, stream);
 }
 
 static void k3_describe(long D, int dtype, char *buf, size_t n)

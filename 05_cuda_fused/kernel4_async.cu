@@ -186,13 +186,14 @@ kernel4_async(const T *__restrict__ Q,  // [B, H, N, D]
 
 template <int D, typename T> struct K4Launch {
     static constexpr size_t bytes = K4Smem<D>::bytes;
+    static constexpr int br = K4_BR, threads = K4_WARPS * 32;
     static constexpr TcKernel<T> fn = kernel4_async<D, T>;
 };
 
 static int k4_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                      int causal, void *stream)
 {
-    return tc_launch<K4Launch>(4, K4_BR, K4_WARPS * 32, q, k, v, o, B, H, N, D, dtype, causal, stream);
+    return tc_launch<K4Launch>(4, q, k, v, o, B, H, N, D, dtype, causal, stream);
 }
 
 static void k4_describe(long D, int dtype, char *buf, size_t n)

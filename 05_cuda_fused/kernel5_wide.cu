@@ -200,13 +200,14 @@ kernel5_wide(const T *__restrict__ Q,  // [B, H, N, D]
 
 template <int D, typename T> struct K5Launch {
     static constexpr size_t bytes = K5Smem<D>::bytes;
+    static constexpr int br = K5_BR, threads = K5_WARPS * 32;
     static constexpr TcKernel<T> fn = kernel5_wide<D, T>;
 };
 
 static int k5_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                      int causal, void *stream)
 {
-    return tc_launch<K5Launch>(5, K5_BR, K5_WARPS * 32, q, k, v, o, B, H, N, D, dtype, causal, stream);
+    return tc_launch<K5Launch>(5, q, k, v, o, B, H, N, D, dtype, causal, stream);
 }
 
 static void k5_describe(long D, int dtype, char *buf, size_t n)

@@ -205,13 +205,14 @@ kernel6_occupancy(const T *__restrict__ Q,  // [B, H, N, D]
 
 template <int D, typename T> struct K6Launch {
     static constexpr size_t bytes = K6Smem<D>::bytes;
+    static constexpr int br = K6_BR, threads = K6_WARPS * 32;
     static constexpr TcKernel<T> fn = kernel6_occupancy<D, T>;
 };
 
 static int k6_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                      int causal, void *stream)
 {
-    return tc_launch<K6Launch>(6, K6_BR, K6_WARPS * 32, q, k, v, o, B, H, N, D, dtype, causal, stream);
+    return tc_launch<K6Launch>(6, q, k, v, o, B, H, N, D, dtype, causal, stream);
 }
 
 static void k6_describe(long D, int dtype, char *buf, size_t n)

@@ -246,13 +246,14 @@ kernel7_two_rowblocks(const T *__restrict__ Q,  // [B, H, N, D]
 
 template <int D, typename T> struct K7Launch {
     static constexpr size_t bytes = K7Smem<D>::bytes;
+    static constexpr int br = K7_BR, threads = K7_WARPS * 32;
     static constexpr TcKernel<T> fn = kernel7_two_rowblocks<D, T>;
 };
 
 static int k7_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                      int causal, void *stream)
 {
-    return tc_launch<K7Launch>(7, K7_BR, K7_WARPS * 32, q, k, v, o, B, H, N, D, dtype, causal, stream);
+    return tc_launch<K7Launch>(7, q, k, v, o, B, H, N, D, dtype, causal, stream);
 }
 
 static void k7_describe(long D, int dtype, char *buf, size_t n)

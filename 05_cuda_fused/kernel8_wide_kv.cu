@@ -231,13 +231,14 @@ kernel8_wide_kv(const T *__restrict__ Q,  // [B, H, N, D]
 
 template <int D, typename T> struct K8Launch {
     static constexpr size_t bytes = K8Smem<D>::bytes;
+    static constexpr int br = K8_BR, threads = K8_WARPS * 32;
     static constexpr TcKernel<T> fn = kernel8_wide_kv<D, T>;
 };
 
 static int k8_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                      int causal, void *stream)
 {
-    return tc_launch<K8Launch>(8, K8_BR, K8_WARPS * 32, q, k, v, o, B, H, N, D, dtype, causal, stream);
+    return tc_launch<K8Launch>(8, q, k, v, o, B, H, N, D, dtype, causal, stream);
 }
 
 static void k8_describe(long D, int dtype, char *buf, size_t n)

@@ -230,13 +230,14 @@ kernel9_ffma_scale(const T *__restrict__ Q,  // [B, H, N, D]
 
 template <int D, typename T> struct K9Launch {
     static constexpr size_t bytes = K9Smem<D>::bytes;
+    static constexpr int br = K9_BR, threads = K9_WARPS * 32;
     static constexpr TcKernel<T> fn = kernel9_ffma_scale<D, T>;
 };
 
 static int k9_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                      int causal, void *stream)
 {
-    return tc_launch<K9Launch>(9, K9_BR, K9_WARPS * 32, q, k, v, o, B, H, N, D, dtype, causal, stream);
+    return tc_launch<K9Launch>(9, q, k, v, o, B, H, N, D, dtype, causal, stream);
 }
 
 static void k9_describe(long D, int dtype, char *buf, size_t n)

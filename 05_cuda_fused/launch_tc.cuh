@@ -4,9 +4,10 @@
  * memory, its rows per block and its threads, in a small traits struct
  *     template <int D, typename T> struct KnLaunch {
  *         static constexpr size_t bytes = ...;            // dynamic shared memory
+ *         static constexpr int br = ..., threads = ...;   // query rows and threads per block
  *         static constexpr TcKernel<T> fn = kernelN<D, T>;
  *     };
- * and its launcher is tc_launch<KnLaunch>(N, BR, threads, ...).
+ * and its launcher is tc_launch<KnLaunch>(N, q, k, v, o, ...) with N its number.
  */
 #ifndef LAUNCH_TC_CUH
 #define LAUNCH_TC_CUH
@@ -29,7 +30,7 @@ using TcKernel = void (*)(const T *__restrict__, const T *__restrict__, const T 
 /* One (D, dtype) instance: shared memory over 48 KB asked for (and checked
  * against the device's opt-in limit), one block per (batch, head, row tile). */
 template <int D, typename T, template <int, typename> class L>
-static int tc_launch_dt(int id, int br, int threads, const void *q, const void *k, const void *v, void *o, long B, long H,
+static int tc_launch_dt(int id, const void *q, const void *k, const void *v, void *o, long B, long H,
                         long N, int causal, cudaStream_t s)
 {
     const size_t bytes = L<D, T>::bytes;
@@ -42,9 +43,9 @@ static int tc_launch_dt(int id, int br, int threads, const void *q, const void *
         return -1;
     }
     CUDA_CHECK(cudaFuncSetAttribute(L<D, T>::fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    const long row_tiles = (N + br - 1) / br;
+    const long row_tiles = (N + L<D, T>::br - 1) / L<D, T>::br;
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
-    L<D, T>::fn<<<(unsigned)(B * H * row_tiles), threads, bytes, s>>>((const T *)q, (const T *)k, (const T *)v, (T *)o, N,
+    L<D, T>::fn<<<(unsigned)(B * H * row_tiles), L<D, T>::threads, bytes, s>>>((const T *)q, (const T *)k, (const T *)v, (T *)o, N,
                                                                     row_tiles, causal, scale_log2);
     CUDA_CHECK_LAST();
     return 0;
@@ -52,14 +53,14 @@ static int tc_launch_dt(int id, int br, int threads, const void *q, const void *
 
 /* The FusedKernel launch of kernel `id`: fp16 or bf16, D = 64 or 128. */
 template <template <int, typename> class L>
-static int tc_launch(int id, int br, int threads, const void *q, const void *k, const void *v, void *o, long B, long H,
+static int tc_launch(int id, const void *q, const void *k, const void *v, void *o, long B, long H,
                      long N, long D, int dtype, int causal, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
-    if (dtype == DT_FP16 && D == 64) return tc_launch_dt<64, __half, L>(id, br, threads, q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_FP16 && D == 128) return tc_launch_dt<128, __half, L>(id, br, threads, q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_BF16 && D == 64) return tc_launch_dt<64, __nv_bfloat16, L>(id, br, threads, q, k, v, o, B, H, N, causal, s);
-    if (dtype == DT_BF16 && D == 128) return tc_launch_dt<128, __nv_bfloat16, L>(id, br, threads, q, k, v, o, B, H, N, causal, s);
+    if (dtype == DT_FP16 && D == 64) return tc_launch_dt<64, __half, L>(id, q, k, v, o, B, H, N, causal, s);
+    if (dtype == DT_FP16 && D == 128) return tc_launch_dt<128, __half, L>(id, q, k, v, o, B, H, N, causal, s);
+    if (dtype == DT_BF16 && D == 64) return tc_launch_dt<64, __nv_bfloat16, L>(id, q, k, v, o, B, H, N, causal, s);
+    if (dtype == DT_BF16 && D == 128) return tc_launch_dt<128, __nv_bfloat16, L>(id, q, k, v, o, B, H, N, causal, s);
     fprintf(stderr, "%s: kernel %d takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, id, dtype_name(dtype), D);
     return -1;
 }

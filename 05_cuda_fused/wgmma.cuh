@@ -19,8 +19,8 @@
  * So S = Q K^T comes out in exactly the layout kernels 3-9 have, and P packs
  * into A fragments for O = P V the same way.
  *
- * The operand lists are long (N/2 accumulators); the two sizes used, N = 64
- * and N = 128, are written out, f16 and bf16 each.
+ * The operand lists are long (N/2 accumulators): the macros below write them
+ * once for each of the two sizes used, N = 64 and N = 128.
  */
 #ifndef WGMMA_CUH
 #define WGMMA_CUH
@@ -49,6 +49,10 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t smem_addr, uint32_t lbo_b
            (uint64_t)((sbo_bytes >> 4) & 0x3FFF) << 32 | (uint64_t)1 << 62;
 }
 
+/* NULL when this binary's sm_90a code runs on this GPU, else one line why not
+ * (defined in kernel10_wgmma.cu, which reports itself unavailable with it). */
+const char *wgmma_unavailable(void);
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
@@ -56,80 +60,99 @@ template <int N> __device__ __forceinline__ void wgmma_wait() { asm volatile("wg
  * tensor cores (the "async proxy") needs this fence before the barrier. */
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-/* D[64 x 64] = A[64 x 16] B[16 x 64] + (scale_d ? D : 0); A from registers, B by descriptor;
- * TRANS_B = 0: B is K-major in shared memory, 1: MN-major. */
-template <typename T, int TRANS_B>
-__device__ __forceinline__ void wgmma_m64n64k16(float *d, const uint32_t *a, uint64_t desc_b, int scale_d)
+/* The 32 accumulators of an n = 64 product: register list for the asm text, and operands (C: "+f" or "=f"). */
+#define WGMMA_D64 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define WGMMA_OPS64(C) \
+    C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), \
+    C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), \
+    C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), \
+    C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31])
+/* The 64 accumulators of an n = 128 product: register list for the asm text, and operands (C: "+f" or "=f"). */
+#define WGMMA_D128 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define WGMMA_OPS128(C) \
+    C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), \
+    C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), \
+    C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), \
+    C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31]), \
+    C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), C(d[37]), C(d[38]), C(d[39]), \
+    C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), C(d[46]), C(d[47]), \
+    C(d[48]), C(d[49]), C(d[50]), C(d[51]), C(d[52]), C(d[53]), C(d[54]), C(d[55]), \
+    C(d[56]), C(d[57]), C(d[58]), C(d[59]), C(d[60]), C(d[61]), C(d[62]), C(d[63])
+#define WGMMA_RW(x) "+f"(x)
+#define WGMMA_W(x) "=f"(x)
+
+/* D[64 x 64] = A[64 x 16] B[16 x 64] + (ACC ? D : 0); A from registers, B by
+ * descriptor; TRANS_B = 0: B is K-major in shared memory, 1: MN-major. ACC = 0
+ * makes D write-only ("=f"): the compiler then knows the old values are not
+ * read, and does not keep (or move) them for the product that overwrites them. */
+template <typename T, int TRANS_B, int ACC>
+__device__ __forceinline__ void wgmma_m64n64k16(float *d, const uint32_t *a, uint64_t desc_b)
 {
-    if constexpr (std::is_same<T, __half>::value)
+    constexpr bool f16 = std::is_same<T, __half>::value;
+    if constexpr (f16 && ACC)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_D64 ", "
                      "{%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-                         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-                         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-                         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-                         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(scale_d));
-    else
+                     : WGMMA_OPS64(WGMMA_RW)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
+    if constexpr (!f16 && ACC)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WGMMA_D64 ", "
                      "{%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-                         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-                         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-                         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-                         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(scale_d));
+                     : WGMMA_OPS64(WGMMA_RW)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
+    if constexpr (f16 && !ACC)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_D64 ", "
+                     "{%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
+                     : WGMMA_OPS64(WGMMA_W)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
+    if constexpr (!f16 && !ACC)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WGMMA_D64 ", "
+                     "{%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
+                     : WGMMA_OPS64(WGMMA_W)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
 }
 
-/* D[64 x 128] = A[64 x 16] B[16 x 128] + (scale_d ? D : 0); A from registers, B by descriptor;
- * TRANS_B = 0: B is K-major in shared memory, 1: MN-major. */
-template <typename T, int TRANS_B>
-__device__ __forceinline__ void wgmma_m64n128k16(float *d, const uint32_t *a, uint64_t desc_b, int scale_d)
+/* D[64 x 128] = A[64 x 16] B[16 x 128] + (ACC ? D : 0); A from registers, B by
+ * descriptor; TRANS_B = 0: B is K-major in shared memory, 1: MN-major. ACC = 0
+ * makes D write-only ("=f"): the compiler then knows the old values are not
+ * read, and does not keep (or move) them for the product that overwrites them. */
+template <typename T, int TRANS_B, int ACC>
+__device__ __forceinline__ void wgmma_m64n128k16(float *d, const uint32_t *a, uint64_t desc_b)
 {
-    if constexpr (std::is_same<T, __half>::value)
+    constexpr bool f16 = std::is_same<T, __half>::value;
+    if constexpr (f16 && ACC)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
-                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
-                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_D128 ", "
                      "{%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-                         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-                         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-                         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-                         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
-                         "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-                         "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-                         "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
-                         "+f"(d[63])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(scale_d));
-    else
+                     : WGMMA_OPS128(WGMMA_RW)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
+    if constexpr (!f16 && ACC)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
-                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
-                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_D128 ", "
                      "{%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-                         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-                         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-                         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-                         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
-                         "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-                         "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-                         "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
-                         "+f"(d[63])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(scale_d));
+                     : WGMMA_OPS128(WGMMA_RW)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
+    if constexpr (f16 && !ACC)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_D128 ", "
+                     "{%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"
+                     : WGMMA_OPS128(WGMMA_W)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
+    if constexpr (!f16 && !ACC)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_D128 ", "
+                     "{%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"
+                     : WGMMA_OPS128(WGMMA_W)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
 }
 
 #endif
