@@ -29,8 +29,8 @@
  * adds for sm_90); elsewhere it reports itself unavailable.
  *
  * Measured on the H100 (step05 --bench --dtype fp16, N = 4096, interleaved with
- * the others): 337.4 TFLOP/s at D = 64 and 390.4 at D = 128, against kernel
- * 9's 289.2 and 324.6: +17% and +20%, and 112% and 117% of FlashAttention-2's
+ * the others): 342.6 TFLOP/s at D = 64 and 390.9 at D = 128, against kernel
+ * 9's 289.3 and 324.1: +18% and +21%, and 113% and 117% of FlashAttention-2's
  * 302 and 335 on the same GPU. README.md has the table.
  */
 #include <cmath>
@@ -269,7 +269,7 @@ const char *wgmma_unavailable(void)
         }
         state = !ok;
         if (!ok)
-            snprintf(why, sizeof why, "kernel 10 (wgmma) needs compute capability 9.0 and an sm_90a build (this GPU: %d.%d%s)",
+            snprintf(why, sizeof why, "the wgmma kernels (10, 11) need compute capability 9.0 and an sm_90a build (this GPU: %d.%d%s)",
                      major, minor, major == 9 && minor == 0 ? ", built without sm_90a: make CUDA_ARCH=sm_90" : "");
     }
     return state ? why : NULL;

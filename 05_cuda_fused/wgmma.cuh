@@ -155,4 +155,35 @@ __device__ __forceinline__ void wgmma_m64n128k16(float *d, const uint32_t *a, ui
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
 }
 
+/* --- the copy engine (TMA) and the mbarrier that counts its bytes (kernel 11) ---
+ * An mbarrier is a 64-bit counter in shared memory. mbar_expect_tx arrives on
+ * it (count 1) and says how many bytes the copies will deliver; each
+ * cp.async.bulk.tensor completes its bytes on it; the phase is over when both
+ * are in, and waiting threads pass once they see the phase's parity flip. */
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+/* Makes initialized mbarriers visible to the copy engine (the async proxy). */
+__device__ __forceinline__ void fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, int bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, int parity)
+{
+    asm volatile("{\n.reg .pred done;\n"
+                 "WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT_%=;\n}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+/* One box of a 3-D tensor map (x innermost) into shared memory at dst, its
+ * bytes completing on mbarrier bar. The map says the box shape and the
+ * swizzle; rows outside the tensor arrive as zeros. */
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const void *tmap, int x, int y, int z, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 ::"r"(dst), "l"(reinterpret_cast<uint64_t>(tmap)), "r"(x), "r"(y), "r"(z), "r"(bar) : "memory");
+}
+
 #endif
