@@ -36,6 +36,11 @@ void naive_attention_gpu_ws(const void *q, const void *k, const void *v, void *o
  * accuracy rule for the fp16/bf16 kernels. -1 if S and P do not fit. */
 double naive_gpu_error(long B, long H, long N, long D, int dtype, int causal, uint64_t seed);
 
+/* The GPU's matrix-product ceiling in dtype: TFLOP/s (2 n^3 / time) of one
+ * cuBLAS GEMM n x n x n, fp32 accumulate (no TF32), random inputs, median of
+ * repeat runs after two warm-ups; *ms_out gets the time. -1 if it does not fit. */
+double gemm_ceiling_tflops(int dtype, long n, int repeat, double *ms_out);
+
 /* The step's GPU run and its checks. */
 int naive_gpu_main(const Opts *o);
 int naive_gpu_checks(void); /* runs the GPU grid, then returns report_finish() */

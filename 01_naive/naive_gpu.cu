@@ -114,6 +114,51 @@ extern "C" void naive_attention_gpu_ws(const void *q, const void *k, const void 
                                             o, t, (int)D, (long long)N * D, (int)bh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+// --- the matrix-product ceiling ----------------------------------------------------
+
+/* Values in [-1, 1) from a hash of the index: random enough that the GEMM is
+ * not timed on zeros or on a pattern, made on the device in one pass. */
+template <typename T> __global__ void fill_hash(T *x, size_t n, uint32_t seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
+        x[i] = from_f<T>((float)h * (2.0f / 4294967296.0f) - 1.0f);
+    }
+}
+
+typedef struct { const void *a, *b; void *c; int n; cudaDataType_t t; } GemmCtx;
+static void gemm_run(void *p)
+{
+    const GemmCtx *g = (const GemmCtx *)p;
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasGemmEx(handle(), CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->n, g->n, &one, g->a, g->t, g->n, g->b, g->t, g->n,
+                              &zero, g->c, g->t, g->n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+extern "C" double gemm_ceiling_tflops(int dtype, long n, int repeat, double *ms_out)
+{
+    const size_t elems = (size_t)n * (size_t)n, bytes = elems * dtype_size(dtype);
+    void *a = dmalloc_try(bytes), *b = a ? dmalloc_try(bytes) : NULL, *c = b ? dmalloc_try(bytes) : NULL;
+    if (!c) {
+        dfree(a), dfree(b);
+        return -1;
+    }
+    void *bufs[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        if (dtype == DT_FP32) fill_hash<float><<<1024, 256>>>((float *)bufs[i], elems, 17u + i);
+        else if (dtype == DT_FP16) fill_hash<__half><<<1024, 256>>>((__half *)bufs[i], elems, 17u + i);
+        else fill_hash<__nv_bfloat16><<<1024, 256>>>((__nv_bfloat16 *)bufs[i], elems, 17u + i);
+        CUDA_CHECK_LAST();
+    }
+    CUBLAS_CHECK(cublasSetStream(handle(), 0));
+    GemmCtx g = {a, b, c, (int)n, cuda_type(dtype)};
+    const double ms = gpu_time_median_ms(gemm_run, &g, 2, repeat);
+    dfree(a), dfree(b), dfree(c);
+    if (ms_out) *ms_out = ms;
+    return 2.0 * n * n * n / ms / 1e9;
+}
+
 extern "C" int naive_attention_gpu(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D,
                                    int dtype, int causal, void *stream)
 {

@@ -373,6 +373,18 @@ static int run_bench(const Opts *o, FILE *csv)
            "(median of %ld runs each, the methods of a column interleaved run by run so that clock drift hits all alike)\n",
            dtype_name(o->dtype), o->causal ? ", causal" : "", o->causal ? "2" : "4", o->repeat);
     printf("device: %s\n", gpu_describe());
+    /* The line every kernel is under: the chip's own matrix product in this dtype. */
+    const long gn = 8192;
+    double gms = -1;
+    const double ceil_tf = gemm_ceiling_tflops(o->dtype, gn, (int)o->repeat, &gms);
+    if (ceil_tf > 0) {
+        printf("matrix-product ceiling: cuBLAS GEMM %ld x %ld x %ld, %s in, fp32 accumulate: %.1f TFLOP/s\n", gn, gn, gn,
+               dtype_name(o->dtype), ceil_tf);
+        if (csv)
+            fprintf(csv, "ceiling,%s,-1,cuBLAS GEMM,1,1,%ld,%ld,0,%.6f,%.4f,0,0,0\n", dtype_name(o->dtype), gn, gn, gms, ceil_tf);
+    } else {
+        printf("matrix-product ceiling: the %ld^3 GEMM does not fit on this GPU\n", gn);
+    }
     for (int b = 0; b < 2; b++) {
         long D = Ds[b];
         printf("\n D=%ld       N:", D);

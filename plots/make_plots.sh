@@ -12,6 +12,7 @@ if [ "$quick" = quick ]; then seqs=256,512,1024; else seqs=1024,2048,4096,8192; 
 ./step07 --break no-max --dtype fp16 --score-scale 3 --trace --csv results/trace_fp16.csv >/dev/null
 ./step07 --break no-max --dtype fp32 --score-scale 24 --trace --csv results/trace_fp32.csv >/dev/null
 $py plots/memory.py results/step02_cpu.csv results/memory_cpu.png
+$py plots/time_cpu.py results/step02_cpu.csv results/time_cpu.png
 $py plots/errors.py results/step04.csv results/errors.png
 $py plots/online_state.py results/state.csv results/online_state.png
 $py plots/causal.py results/step06_cpu.csv results/causal_cpu.png
