@@ -16,7 +16,9 @@
  * What it costs: a tensor map per K and V, made on the host with the driver's
  * cuTensorMapEncodeTiled (through cudaGetDriverEntryPointByVersion, so no
  * -lcuda) and passed by value as a __grid_constant__ parameter; two mbarriers
- * in shared memory; one thread's issue. Everything else is kernel 10's.
+ * in shared memory; one thread's issue. Everything else is kernel 10's, repeated
+ * on purpose so the file reads alone (the launch too: the tensor maps make its
+ * signature differ from launch_tc.cuh's).
  * Built only for sm_90a, like kernel 10.
  *
  * Measured on the H100 (step05 --bench --dtype fp16, N = 4096, interleaved with

@@ -33,7 +33,7 @@ typedef struct FusedKernel {
     /* Tile sizes and launch shape for this D, for the output ("BR=64 BC=64, 128 threads"). */
     void (*describe)(long D, int dtype, char *buf, size_t n);
     /* NULL for a kernel that runs on any CUDA GPU; else returns NULL when it
-     * runs on this one, or one line saying why not (kernel 10: Hopper only).
+     * runs on this one, or one line saying why not (kernels 10, 11: Hopper only).
      * Callers skip an unavailable kernel and print the line once. */
     const char *(*unavailable)(void);
 } FusedKernel;
