@@ -5,7 +5,9 @@
  * from shared memory themselves, 64 query rows x a whole tile per instruction).
  * Kernels 3-9 feed mma.sync: every K and V fragment goes shared memory ->
  * registers by ldmatrix, then into an m16n8k16 product per warp; on Hopper
- * that path reaches about two thirds of the tensor cores' peak. wgmma (sm_90a)
+ * that path reaches about two thirds of the tensor cores' peak (the
+ * FlashAttention-3 paper's figure, quoted in the tensor-core issue; here
+ * kernel 9 reaches 46% of the cuBLAS matrix product). wgmma (sm_90a)
  * is issued by a warpgroup of 4 warps for 64 query rows at once and reads its
  * B operand (K_j for S = Q K^T, V_j for O = P V) from shared memory through a
  * descriptor, with no ldmatrix and no register copy of K or V:
@@ -143,13 +145,8 @@ kernel10_wgmma(const T *__restrict__ Q,  // [B, H, N, D]
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
             const uint64_t desc = make_desc(k_addr + (ks / 4) * BC * 128 + (ks % 4) * 32, 16, 1024);
-            if (ks == 0) {                        // the first product overwrites s ("=f", wgmma.cuh)
-                if constexpr (BC == 64) wgmma_m64n64k16<T, 0, 0>(s, qf[ks], desc);
-                else wgmma_m64n128k16<T, 0, 0>(s, qf[ks], desc);
-            } else {
-                if constexpr (BC == 64) wgmma_m64n64k16<T, 0, 1>(s, qf[ks], desc);
-                else wgmma_m64n128k16<T, 0, 1>(s, qf[ks], desc);
-            }
+            if constexpr (BC == 64) wgmma_m64n64k16<T, 0>(s, qf[ks], desc, ks > 0);   // ks = 0: S = Q K^T, no +=
+            else wgmma_m64n128k16<T, 0>(s, qf[ks], desc, ks > 0);
         }
         wgmma_commit();
         wgmma_wait<0>();
@@ -210,8 +207,8 @@ kernel10_wgmma(const T *__restrict__ Q,  // [B, H, N, D]
 #pragma unroll
         for (int ks = 0; ks < BC / 16; ks++) {
             const uint64_t desc = make_desc(v_addr + ks * 2048, BC * 128, 1024);
-            if constexpr (D == 64) wgmma_m64n64k16<T, 1, 1>(o, pf[ks], desc);
-            else wgmma_m64n128k16<T, 1, 1>(o, pf[ks], desc);
+            if constexpr (D == 64) wgmma_m64n64k16<T, 1>(o, pf[ks], desc, 1);
+            else wgmma_m64n128k16<T, 1>(o, pf[ks], desc, 1);
         }
         wgmma_commit();
         wgmma_wait<0>();

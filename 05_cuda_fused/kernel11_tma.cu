@@ -129,13 +129,8 @@ kernel11_tma(const T *__restrict__ Q,  // [B, H, N, D]
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
             const uint64_t desc = make_desc(k_addr + (ks / 4) * BC * 128 + (ks % 4) * 32, 16, 1024);
-            if (ks == 0) {                        // the first product overwrites s ("=f", wgmma.cuh)
-                if constexpr (BC == 64) wgmma_m64n64k16<T, 0, 0>(s, qf[ks], desc);
-                else wgmma_m64n128k16<T, 0, 0>(s, qf[ks], desc);
-            } else {
-                if constexpr (BC == 64) wgmma_m64n64k16<T, 0, 1>(s, qf[ks], desc);
-                else wgmma_m64n128k16<T, 0, 1>(s, qf[ks], desc);
-            }
+            if constexpr (BC == 64) wgmma_m64n64k16<T, 0>(s, qf[ks], desc, ks > 0);   // ks = 0: S = Q K^T, no +=
+            else wgmma_m64n128k16<T, 0>(s, qf[ks], desc, ks > 0);
         }
         wgmma_commit();
         wgmma_wait<0>();
@@ -196,8 +191,8 @@ kernel11_tma(const T *__restrict__ Q,  // [B, H, N, D]
 #pragma unroll
         for (int ks = 0; ks < BC / 16; ks++) {
             const uint64_t desc = make_desc(v_addr + ks * 2048, BC * 128, 1024);
-            if constexpr (D == 64) wgmma_m64n64k16<T, 1, 1>(o, pf[ks], desc);
-            else wgmma_m64n128k16<T, 1, 1>(o, pf[ks], desc);
+            if constexpr (D == 64) wgmma_m64n64k16<T, 1>(o, pf[ks], desc, 1);
+            else wgmma_m64n128k16<T, 1>(o, pf[ks], desc, 1);
         }
         wgmma_commit();
         wgmma_wait<0>();

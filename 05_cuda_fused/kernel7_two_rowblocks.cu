@@ -8,8 +8,9 @@
  * memory feeds exactly two mma.m16n8k16: a warp reads the whole K_j and V_j
  * tile, 2 * BC * D * 2 bytes, for 2 * 2 * 16 * BC * D FLOPs, 1 byte per 16
  * FLOPs. The SM's shared memory delivers 128 bytes per clock, so that alone
- * caps the SM at 128 * 16 = 2048 FLOPs per clock, about 475 TFLOP/s on
- * 132 SMs at 1.755 GHz, before the exponentials, the max and the waits.
+ * caps the SM at 128 * 16 = 2048 FLOPs per clock: 535 TFLOP/s on 132 SMs at
+ * the 1980 MHz nvidia-smi showed during the bench (arithmetic, not a
+ * measurement), before the exponentials, the max and the waits.
  * Here each warp owns two m16 blocks (rows warp*32 .. warp*32+31), and each
  * K or V fragment is used by both: 1 byte per 32 FLOPs, the same shape as
  * FlashAttention-2's warps (kBlockM = 128 with 4 warps).
@@ -46,19 +47,6 @@ template <int D> struct K7Smem {
     static constexpr size_t bytes = (size_t)(K7_BR + 4 * K7_BC) * LD * 2; /* Q, and K, V twice */
 };
 
-/* rows x D tile of a [N, D] matrix into shared memory [rows][LD] by cp.async
- * (no wait here); rows past N are zero-filled by the copy (src_bytes = 0). */
-template <int D, int ROWS, int LD, typename T>
-__device__ __forceinline__ void load_tile_async(T *dst, const T *src, long row0, long N)
-{
-    constexpr int CHUNKS = ROWS * D / 8;  /* 16-byte chunks of 8 halves */
-    for (int c = threadIdx.x; c < CHUNKS; c += K7_WARPS * 32) {
-        const int r = c / (D / 8), col = (c % (D / 8)) * 8;
-        const bool in = row0 + r < N;
-        cp_async16(dst + r * LD + col, src + (in ? row0 + r : 0) * D + col, in ? 16 : 0);
-    }
-}
-
 template <int D, typename T>
 __global__ void __launch_bounds__(K7_WARPS * 32, 2)
 kernel7_two_rowblocks(const T *__restrict__ Q,  // [B, H, N, D]
@@ -84,9 +72,9 @@ kernel7_two_rowblocks(const T *__restrict__ Q,  // [B, H, N, D]
 
     const long last_row = (i0 + K7_BR < N ? i0 + K7_BR : N) - 1;
     const long jend = causal ? last_row + 1 : N;  // causal: skip K/V tiles above the diagonal
-    load_tile_async<D, K7_BR, LD>(q_s, Qh, i0, N);
-    load_tile_async<D, K7_BC, LD>(k_buf, Kh, 0, N);   // tile 0 into buffer 0
-    load_tile_async<D, K7_BC, LD>(v_buf, Vh, 0, N);
+    load_tile_async<D, K7_BR, LD, K7_WARPS * 32>(q_s, Qh, i0, N);
+    load_tile_async<D, K7_BC, LD, K7_WARPS * 32>(k_buf, Kh, 0, N);   // tile 0 into buffer 0
+    load_tile_async<D, K7_BC, LD, K7_WARPS * 32>(v_buf, Vh, 0, N);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
@@ -112,8 +100,8 @@ kernel7_two_rowblocks(const T *__restrict__ Q,  // [B, H, N, D]
     for (long j0 = 0, buf = 0; j0 < jend; j0 += K7_BC, buf ^= 1) {
         const T *k_s = k_buf + buf * K7_BC * LD, *v_s = v_buf + buf * K7_BC * LD;
         if (j0 + K7_BC < jend) {                  // start tile j+1 into the other buffer, do not wait
-            load_tile_async<D, K7_BC, LD>(k_buf + (buf ^ 1) * K7_BC * LD, Kh, j0 + K7_BC, N);
-            load_tile_async<D, K7_BC, LD>(v_buf + (buf ^ 1) * K7_BC * LD, Vh, j0 + K7_BC, N);
+            load_tile_async<D, K7_BC, LD, K7_WARPS * 32>(k_buf + (buf ^ 1) * K7_BC * LD, Kh, j0 + K7_BC, N);
+            load_tile_async<D, K7_BC, LD, K7_WARPS * 32>(v_buf + (buf ^ 1) * K7_BC * LD, Vh, j0 + K7_BC, N);
         }
         cp_async_commit();                        // (an empty group on the last tile: harmless)
 

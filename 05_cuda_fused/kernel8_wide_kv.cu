@@ -45,19 +45,6 @@ template <int D> struct K8Smem {
     static constexpr size_t bytes = (size_t)(K8_BR + 4 * BC) * LD * 2; /* Q, and K, V twice */
 };
 
-/* rows x D tile of a [N, D] matrix into shared memory [rows][LD] by cp.async
- * (no wait here); rows past N are zero-filled by the copy (src_bytes = 0). */
-template <int D, int ROWS, int LD, typename T>
-__device__ __forceinline__ void load_tile_async(T *dst, const T *src, long row0, long N)
-{
-    constexpr int CHUNKS = ROWS * D / 8;  /* 16-byte chunks of 8 halves */
-    for (int c = threadIdx.x; c < CHUNKS; c += K8_WARPS * 32) {
-        const int r = c / (D / 8), col = (c % (D / 8)) * 8;
-        const bool in = row0 + r < N;
-        cp_async16(dst + r * LD + col, src + (in ? row0 + r : 0) * D + col, in ? 16 : 0);
-    }
-}
-
 template <int D, typename T>
 __global__ void __launch_bounds__(K8_WARPS * 32, 2)
 kernel8_wide_kv(const T *__restrict__ Q,  // [B, H, N, D]
@@ -82,9 +69,9 @@ kernel8_wide_kv(const T *__restrict__ Q,  // [B, H, N, D]
 
     const long last_row = (i0 + K8_BR < N ? i0 + K8_BR : N) - 1;
     const long jend = causal ? last_row + 1 : N;  // causal: skip K/V tiles above the diagonal
-    load_tile_async<D, K8_BR, LD>(q_s, Qh, i0, N);
-    load_tile_async<D, K8_BC, LD>(k_buf, Kh, 0, N);   // tile 0 into buffer 0
-    load_tile_async<D, K8_BC, LD>(v_buf, Vh, 0, N);
+    load_tile_async<D, K8_BR, LD, K8_WARPS * 32>(q_s, Qh, i0, N);
+    load_tile_async<D, K8_BC, LD, K8_WARPS * 32>(k_buf, Kh, 0, N);   // tile 0 into buffer 0
+    load_tile_async<D, K8_BC, LD, K8_WARPS * 32>(v_buf, Vh, 0, N);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
@@ -104,8 +91,8 @@ kernel8_wide_kv(const T *__restrict__ Q,  // [B, H, N, D]
     for (long j0 = 0, buf = 0; j0 < jend; j0 += K8_BC, buf ^= 1) {
         const T *k_s = k_buf + buf * K8_BC * LD, *v_s = v_buf + buf * K8_BC * LD;
         if (j0 + K8_BC < jend) {                  // start tile j+1 into the other buffer, do not wait
-            load_tile_async<D, K8_BC, LD>(k_buf + (buf ^ 1) * K8_BC * LD, Kh, j0 + K8_BC, N);
-            load_tile_async<D, K8_BC, LD>(v_buf + (buf ^ 1) * K8_BC * LD, Vh, j0 + K8_BC, N);
+            load_tile_async<D, K8_BC, LD, K8_WARPS * 32>(k_buf + (buf ^ 1) * K8_BC * LD, Kh, j0 + K8_BC, N);
+            load_tile_async<D, K8_BC, LD, K8_WARPS * 32>(v_buf + (buf ^ 1) * K8_BC * LD, Vh, j0 + K8_BC, N);
         }
         cp_async_commit();                        // (an empty group on the last tile: harmless)
 

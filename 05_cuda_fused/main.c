@@ -281,9 +281,9 @@ static void print_row(FILE *csv, const char *mode, const Problem *p, int id, con
 {
     char b1[32];
     double tf = ms > 0 ? flops(p) / ms / 1e9 : 0;
-    if (ms < 0) printf("  %-8s %-16s %10s\n", id ? "" : "naive", name, "OOM");
+    if (ms < 0) printf("  %-9s %-16s %10s\n", id ? "" : "naive", name, "OOM");
     else
-        printf("  %-8s %-16s %9.3f ms %8.2f TFLOP/s  peak %10s  max abs %.2e  rel L2 %.2e\n", id ? "" : "naive", name, ms,
+        printf("  %-9s %-16s %9.3f ms %8.2f TFLOP/s  peak %10s  max abs %.2e  rel L2 %.2e\n", id ? "" : "naive", name, ms,
                tf, fmt_bytes((double)peak, b1, sizeof b1), e ? e->max_abs : 0.0, e ? e->rel_l2 : 0.0);
     if (csv)
         fprintf(csv, "%s,%s,%d,%s,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,%zu,%.3e,%.3e\n", mode, dtype_name(p->dtype), id, name, p->B,
@@ -308,17 +308,17 @@ static int run_default(const Opts *o, FILE *csv)
     Err en, ek[32];
     int nrc = run_compare(NULL, &p, &r, o->dtype == DT_FP32 ? 1e-5 : 2e-2, &en, full);
     printf("\nchecks (output poisoned with NaN before each run):\n");
-    if (nrc == 0) printf("  naive    %-16s %s\n", "cuBLAS+softmax", fmt_err(&en, eb, sizeof eb));
-    else printf("  naive    OOM: S and P need %s\n", fmt_bytes(2.0 * p.B * p.H * p.N * p.N * dtype_size(p.dtype), b1, sizeof b1));
+    if (nrc == 0) printf("  %-9s %-16s %s\n", "naive", "cuBLAS+softmax", fmt_err(&en, eb, sizeof eb));
+    else printf("  %-9s OOM: S and P need %s\n", "naive", fmt_bytes(2.0 * p.B * p.H * p.N * p.N * dtype_size(p.dtype), b1, sizeof b1));
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
         if ((!o->kernel || kn->id == o->kernel) && FUSED_UNAVAILABLE(kn) && (kn->dtypes & (1u << o->dtype)))
-            printf("  kernel %d %-16s skipped: %s\n", kn->id, kn->name, FUSED_UNAVAILABLE(kn));
+            printf("  kernel %-2d %-16s skipped: %s\n", kn->id, kn->name, FUSED_UNAVAILABLE(kn));
         if ((o->kernel && kn->id != o->kernel) || !kernel_runs(kn, o->dtype, o->D)) continue;
         double atol = o->dtype == DT_FP32 ? 1e-5 : (nrc == 0 ? tol16(en.max_abs) : 2e-2);
         if (run_compare(kn, &p, &r, atol, &ek[i], full) != 0) { ok = 0; continue; }
         int good = ek[i].n_bad == 0;
-        printf("  kernel %d %-16s %s  %s\n", kn->id, kn->name, fmt_err(&ek[i], eb, sizeof eb), good ? "ok" : "WRONG");
+        printf("  kernel %-2d %-16s %s  %s\n", kn->id, kn->name, fmt_err(&ek[i], eb, sizeof eb), good ? "ok" : "WRONG");
         ok &= good;
     }
     /* 2. Time: naive, then each kernel, in this one run. */
@@ -334,7 +334,7 @@ static int run_default(const Opts *o, FILE *csv)
         double ms = time_one(kn, &p, (int)o->repeat, &peak);
         char label[64];
         snprintf(label, sizeof label, "kernel %d", kn->id);
-        printf("  %-8s %-16s %9.3f ms %8.2f TFLOP/s  peak %10s", label, kn->name, ms, flops(&p) / ms / 1e9,
+        printf("  %-9s %-16s %9.3f ms %8.2f TFLOP/s  peak %10s", label, kn->name, ms, flops(&p) / ms / 1e9,
                fmt_bytes((double)peak, b1, sizeof b1));
         if (t_naive > 0) printf("  %.2fx naive", t_naive / ms);
         printf("\n");
@@ -342,7 +342,7 @@ static int run_default(const Opts *o, FILE *csv)
             fprintf(csv, "default,%s,%d,%s,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,%zu,%.3e,%.3e\n", dtype_name(p.dtype), kn->id, kn->name,
                     p.B, p.H, p.N, p.D, p.causal, ms, flops(&p) / ms / 1e9, peak, ek[i].max_abs, ek[i].rel_l2);
         kn->describe(o->D, o->dtype, desc, sizeof desc);
-        printf("           %s\n", desc);
+        printf("            %s\n", desc);
         if (best < 0 || ms < best) { best = ms; best_k = kn; }
     }
     if (best_k && t_naive > 0)

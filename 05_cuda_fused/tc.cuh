@@ -1,5 +1,5 @@
 /*
- * tc.cuh: the tensor-core primitives of kernels 3 and 4, each a thin wrapper
+ * tc.cuh: the tensor-core primitives of kernels 3 to 9, each a thin wrapper
  * over one PTX instruction, with the fragment layout it implies written down
  * once here (PTX ISA, "Matrix Fragments for mma.m16n8k16").
  *
@@ -65,6 +65,21 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+/* ROWS x D tile of a row-major [N, D] matrix into shared memory [ROWS][LD] by
+ * cp.async, THREADS threads each taking every THREADS-th 16-byte chunk (8
+ * halves); rows past N are zero-filled by the copy (src_bytes = 0). Kernels
+ * 4-9 load Q, K and V tiles with it; no wait here (cp_async_commit/wait). */
+template <int D, int ROWS, int LD, int THREADS, typename T>
+__device__ __forceinline__ void load_tile_async(T *dst, const T *src, long row0, long N)
+{
+    constexpr int CHUNKS = ROWS * D / 8;
+    for (int c = threadIdx.x; c < CHUNKS; c += THREADS) {
+        const int r = c / (D / 8), col = (c % (D / 8)) * 8;
+        const bool in = row0 + r < N;
+        cp_async16(dst + r * LD + col, src + (in ? row0 + r : 0) * D + col, in ? 16 : 0);
+    }
+}
 
 /* Two fp32 -> one register of two 16-bit values (lower half = first). */
 template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);

@@ -60,7 +60,7 @@ template <int N> __device__ __forceinline__ void wgmma_wait() { asm volatile("wg
  * tensor cores (the "async proxy") needs this fence before the barrier. */
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-/* The 32 accumulators of an n = 64 product: register list for the asm text, and operands (C: "+f" or "=f"). */
+/* The 32 accumulators of an n = 64 product: register list for the asm text, and operands (C: the constraint). */
 #define WGMMA_D64 \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -69,7 +69,7 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
     C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), \
     C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), \
     C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31])
-/* The 64 accumulators of an n = 128 product: register list for the asm text, and operands (C: "+f" or "=f"). */
+/* The 64 accumulators of an n = 128 product: register list for the asm text, and operands (C: the constraint). */
 #define WGMMA_D128 \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
@@ -85,74 +85,43 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
     C(d[48]), C(d[49]), C(d[50]), C(d[51]), C(d[52]), C(d[53]), C(d[54]), C(d[55]), \
     C(d[56]), C(d[57]), C(d[58]), C(d[59]), C(d[60]), C(d[61]), C(d[62]), C(d[63])
 #define WGMMA_RW(x) "+f"(x)
-#define WGMMA_W(x) "=f"(x)
 
-/* D[64 x 64] = A[64 x 16] B[16 x 64] + (ACC ? D : 0); A from registers, B by
- * descriptor; TRANS_B = 0: B is K-major in shared memory, 1: MN-major. ACC = 0
- * makes D write-only ("=f"): the compiler then knows the old values are not
- * read, and does not keep (or move) them for the product that overwrites them. */
-template <typename T, int TRANS_B, int ACC>
-__device__ __forceinline__ void wgmma_m64n64k16(float *d, const uint32_t *a, uint64_t desc_b)
+/* D[64 x 64] = A[64 x 16] B[16 x 64] + (scale_d ? D : 0); A from registers, B
+ * by descriptor; TRANS_B = 0: B is K-major in shared memory, 1: MN-major. */
+template <typename T, int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n64k16(float *d, const uint32_t *a, uint64_t desc_b, int scale_d)
 {
-    constexpr bool f16 = std::is_same<T, __half>::value;
-    if constexpr (f16 && ACC)
+    if constexpr (std::is_same<T, __half>::value)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_D64 ", "
                      "{%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
                      : WGMMA_OPS64(WGMMA_RW)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
-    if constexpr (!f16 && ACC)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(scale_d));
+    else
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WGMMA_D64 ", "
                      "{%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
                      : WGMMA_OPS64(WGMMA_RW)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
-    if constexpr (f16 && !ACC)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_D64 ", "
-                     "{%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
-                     : WGMMA_OPS64(WGMMA_W)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
-    if constexpr (!f16 && !ACC)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WGMMA_D64 ", "
-                     "{%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
-                     : WGMMA_OPS64(WGMMA_W)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(scale_d));
 }
 
-/* D[64 x 128] = A[64 x 16] B[16 x 128] + (ACC ? D : 0); A from registers, B by
- * descriptor; TRANS_B = 0: B is K-major in shared memory, 1: MN-major. ACC = 0
- * makes D write-only ("=f"): the compiler then knows the old values are not
- * read, and does not keep (or move) them for the product that overwrites them. */
-template <typename T, int TRANS_B, int ACC>
-__device__ __forceinline__ void wgmma_m64n128k16(float *d, const uint32_t *a, uint64_t desc_b)
+/* D[64 x 128] = A[64 x 16] B[16 x 128] + (scale_d ? D : 0); A from registers, B
+ * by descriptor; TRANS_B = 0: B is K-major in shared memory, 1: MN-major. */
+template <typename T, int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n128k16(float *d, const uint32_t *a, uint64_t desc_b, int scale_d)
 {
-    constexpr bool f16 = std::is_same<T, __half>::value;
-    if constexpr (f16 && ACC)
+    if constexpr (std::is_same<T, __half>::value)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_D128 ", "
                      "{%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"
                      : WGMMA_OPS128(WGMMA_RW)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
-    if constexpr (!f16 && ACC)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(scale_d));
+    else
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_D128 ", "
                      "{%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"
                      : WGMMA_OPS128(WGMMA_RW)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
-    if constexpr (f16 && !ACC)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_D128 ", "
-                     "{%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"
-                     : WGMMA_OPS128(WGMMA_W)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
-    if constexpr (!f16 && !ACC)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_D128 ", "
-                     "{%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"
-                     : WGMMA_OPS128(WGMMA_W)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(ACC));
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(scale_d));
 }
 
 /* --- the copy engine (TMA) and the mbarrier that counts its bytes (kernel 11) ---

@@ -126,11 +126,14 @@ static void gpu_part(long B, long H, long N, long D, int dtype, int check, long 
         if (check) {
             double tol = dtype == DT_FP32 ? 1e-5 : (2 * naive_err < 2e-2 ? 2 * naive_err : 2e-2);
             dpoison(dout, n, dtype);
-            if (kn->launch(dq, dk, dv, dout, B, H, N, D, dtype, 1, NULL) != 0) continue;
+            snprintf(name, sizeof name, "gpu-causal kernel%d %s N=%ld D=%ld", kn->id, dtype_name(dtype), N, D);
+            if (kn->launch(dq, dk, dv, dout, B, H, N, D, dtype, 1, NULL) != 0) { /* refused: a failure, not a skip */
+                report(0, NULL, name, "launch refused (the line above says why)");
+                continue;
+            }
             gpu_sync_check();
             ddownload(out, dout, n, dtype);
             Err e = compare(out, ref, n, tol, dtype == DT_FP32 ? 1e-5 : 0);
-            snprintf(name, sizeof name, "gpu-causal kernel%d %s N=%ld D=%ld", kn->id, dtype_name(dtype), N, D);
             report(e.n_bad == 0, &e, name, "%s (tol %.1e%s)", fmt_err(&e, eb, sizeof eb), tol,
                    dtype == DT_FP32 ? "" : ", 2x naive");
         } else {
@@ -139,7 +142,7 @@ static void gpu_part(long B, long H, long N, long D, int dtype, int check, long 
             g.causal = 1;
             double t_causal = gpu_time_median_ms(gpu_fn, &g, 2, (int)repeat);
             double f = 4.0 * B * H * N * N * D;
-            printf("  %d %-16s %8.3f ms %6.1f TF   %8.3f ms %6.1f TF   %5.2fx\n", kn->id, kn->name, t_full,
+            printf("  %-2d %-16s %8.3f ms %6.1f TF   %8.3f ms %6.1f TF   %5.2fx\n", kn->id, kn->name, t_full,
                    f / t_full / 1e9, t_causal, f / 2 / t_causal / 1e9, t_full / t_causal);
             if (csv)
                 fprintf(csv, "gpu,%s,kernel%d,%ld,%ld,%ld,%ld,%.6f,%.6f,%.3f,%.3f\n", dtype_name(dtype), kn->id, B, H, N, D,
