@@ -30,9 +30,10 @@
  * Built only for sm_90a (compute capability 9.0, the -gencode the Makefile
  * adds for sm_90); elsewhere it reports itself unavailable.
  *
- * Measured on the H100 (step05 --bench --dtype fp16, N = 4096, interleaved with
- * the others): 342.6 TFLOP/s at D = 64 and 390.9 at D = 128, against kernel
- * 9's 289.3 and 324.1: +18% and +21%, and 113% and 117% of FlashAttention-2's
+ * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
+ * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
+ * 338.4 TFLOP/s at D = 64 and 393.7 at D = 128, against kernel 9's 289.0 and
+ * 326.7: +17% and +21%, and 112% and 118% of FlashAttention-2's
  * 302 and 335 on the same GPU. README.md has the table.
  */
 #include <cmath>

@@ -21,9 +21,10 @@
  * signature differ from launch_tc.cuh's).
  * Built only for sm_90a, like kernel 10.
  *
- * Measured on the H100 (step05 --bench --dtype fp16, N = 4096, interleaved with
- * the others): 368.1 TFLOP/s at D = 64 and 456.5 at D = 128, against kernel
- * 10's 342.6 and 390.9: +7% and +17%, and 122% and 136% of FlashAttention-2's
+ * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
+ * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
+ * 374.2 TFLOP/s at D = 64 and 461.5 at D = 128, against kernel 10's 338.4 and
+ * 393.7: +11% and +17%, and 124% and 138% of FlashAttention-2's
  * 302 and 335 on the same GPU. README.md has the table.
  */
 #include <cmath>

@@ -26,9 +26,9 @@
  * P in registers) is kernel 6's, repeated on purpose so the file reads alone.
  *
  * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
- * N = 4096, interleaved with the others, run of 2026-11-23, commit 70cd88b):
- * 264.5 TFLOP/s at D = 64 and 313.0 at D = 128, against kernel 6's 254.5 and
- * 253.1: +4% and +24%. README.md has the table.
+ * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
+ * 263.7 TFLOP/s at D = 64 and 317.0 at D = 128, against kernel 6's 253.6 and
+ * 254.6: +4% and +25%. README.md has the table.
  */
 #include <cmath>
 

@@ -23,9 +23,9 @@
  * Everything else is kernel 7's, repeated on purpose so the file reads alone.
  *
  * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
- * N = 4096, interleaved with the others, run of 2026-11-23, commit 70cd88b):
- * 289.0 TFLOP/s at D = 64 against kernel 7's 264.5: +9%. At D = 128 (kernel
- * 7's code) 313.6 against 313.0: the same program timed twice. README.md.
+ * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
+ * 287.8 TFLOP/s at D = 64 against kernel 7's 263.7: +9%. At D = 128 (kernel
+ * 7's code) 315.8 against 317.0: the same program timed twice. README.md.
  */
 #include <cmath>
 

@@ -22,9 +22,9 @@
  * Everything else is kernel 8's, repeated on purpose so the file reads alone.
  *
  * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
- * N = 4096, interleaved with the others, run of 2026-11-23, commit 70cd88b):
- * 324.1 TFLOP/s at D = 128 against kernel 8's 313.6: +3%; at D = 64 289.3
- * against 289.0: nothing. README.md has the table.
+ * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
+ * 326.7 TFLOP/s at D = 128 against kernel 8's 315.8: +3%; at D = 64 289.0
+ * against 287.8: nothing. README.md has the table.
  */
 #include <cmath>
 
