@@ -1,8 +1,10 @@
 /*
  * causal.c: the algorithm of step 06, step 04's one-pass tiled forward with
  * the causal mask on s_tile (after the scores, before m_tile) and the causal
- * loop bound. Kept apart from main.c because step 07's --diagnose runs the
- * tile-relative mask through this very code.
+ * loop bound, and (for the backward, flash_backward.c) the one float per row
+ * that the backward needs, L = m + log l. Kept apart from main.c because step
+ * 07's --diagnose runs the tile-relative mask through this very code, and the
+ * training of --train runs the model's attention through it.
  */
 #include "common.h"
 #include "causal.h"
@@ -11,19 +13,9 @@
 
 // --- the algorithm: step 04's forward with the mask and the loop bound ---------------
 
-/* Is score (row, col) masked? i0/j0: the tile's first row and column. */
-static int masked(int mode, long i0, long r, long j0, long c)
-{
-    switch (mode) {
-    case MASK_ABSOLUTE: return j0 + c > i0 + r;            // key after query, absolute indices: right
-    case MASK_RELATIVE: return c > r;                      // tile-relative: right only when i0 == j0
-    case MASK_HIDE_ROW0: return j0 + c > i0 + r || i0 + r == 0; // test hook: row 0 sees nothing
-    default: return 0;
-    }
-}
-
 /* Returns the number of (row tile, K/V tile) pairs visited, or -1 on OOM. */
 long causal_forward_cpu(const float *q, const float *k, const float *v, float *out, // [bh, N, D] each
+                        float *L,                                                   // [bh, N] or NULL
                         long bh, long N, long D, long BR, long BC, int mode)
 {
     const float scale = 1.0f / sqrtf((float)D);
@@ -37,7 +29,7 @@ long causal_forward_cpu(const float *q, const float *k, const float *v, float *o
             const long br = i0 + BR <= N ? BR : N - i0;
             for (long r = 0; r < br; r++) { m[r] = -INFINITY; l[r] = 0; for (long d = 0; d < D; d++) o[r * D + d] = 0; }
             /* Block skipping: K/V tiles starting after this tile's last row are wholly masked. */
-            const long jend = mode == MASK_NONE ? N : (i0 + br < N ? i0 + br : N);
+            const long jend = kv_end(mode, i0, br, N);
             for (long j0 = 0; j0 < jend; j0 += BC) {
                 const long bc = j0 + BC <= N ? BC : N - j0;
                 visited++;
@@ -45,7 +37,7 @@ long causal_forward_cpu(const float *q, const float *k, const float *v, float *o
                     float *sr = s + r * BC, m_tile = -INFINITY, l_tile = 0;
                     for (long c = 0; c < bc; c++) {
                         sr[c] = dot_f32(qh + (i0 + r) * D, kh + (j0 + c) * D, D) * scale; // s_tile
-                        if (masked(mode, i0, r, j0, c)) sr[c] = -INFINITY;              // the mask, before m_tile
+                        if (mask_hides(mode, i0, r, j0, c)) sr[c] = -INFINITY;          // the mask, before m_tile
                         m_tile = fmaxf(m_tile, sr[c]);
                     }
                     if (m_tile == -INFINITY) continue;       // nothing visible in this tile: contributes nothing
@@ -65,6 +57,9 @@ long causal_forward_cpu(const float *q, const float *k, const float *v, float *o
             for (long r = 0; r < br; r++) {
                 const float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f; // a row that saw nothing: o = 0
                 for (long d = 0; d < D; d++) out[(size_t)h * N * D + (i0 + r) * D + d] = o[r * D + d] * inv;
+                /* What the backward needs to rebuild any p_ij = e^(s_ij - m) / l = e^(s_ij - L_i):
+                 * one float per row, where naive attention keeps the whole row of P. */
+                if (L) L[(size_t)h * N + i0 + r] = l[r] > 0 ? m[r] + logf(l[r]) : -INFINITY; // L = m + log l
             }
         }
     }

@@ -33,6 +33,7 @@
 #include "../05_cuda_fused/kernels.h"
 #include "../01_naive/naive.h"
 #include "causal.h"
+#include "train.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -57,7 +58,7 @@ static void cpu_free(Cpu *c) { tfree(c->q); tfree(c->k); tfree(c->v); tfree(c->o
 static long cpu_run(Cpu *c, long BR, long BC, int mode)
 {
     for (size_t i = 0; i < c->n; i++) c->o[i] = NAN; // poisoned
-    long t = causal_forward_cpu(c->q, c->k, c->v, c->o, c->bh, c->N, c->D, BR, BC, mode);
+    long t = causal_forward_cpu(c->q, c->k, c->v, c->o, NULL, c->bh, c->N, c->D, BR, BC, mode);
     if (t < 0) { fprintf(stderr, "step06: out of memory for the tiles\n"); exit(EXIT_FAIL); }
     return t;
 }
@@ -214,6 +215,7 @@ static int run_checks(void)
                fmt_err(&e, eb, sizeof eb));
         cpu_free(&c);
     }
+    train_checks();
 #ifdef HAVE_CUDA
     if (gpu_available()) {
         static const long gN[] = {1, 17, 64, 65, 257, 1000};
@@ -236,17 +238,28 @@ static void usage(const Opts *o)
            "The causal mask with absolute indices, block skipping, and the tile-relative bug (book Steps 3, 6).\n");
     print_common_usage(o);
     printf("  --mask absolute|relative   how the mask is built (default absolute; relative is the chapter's bug)\n");
+    train_usage();
 }
 
 int main(int argc, char **argv)
 {
     Opts o;
-    int mode = MASK_ABSOLUTE;
+    TrainOpts t;
+    int mode = MASK_ABSOLUTE, training = 0;
     opts_init(&o, "step06", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK | OPT_DEVICE,
               (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16));
-    o.B = 2; o.H = 4; o.N = 1024; o.D = 64; o.BR = 64; o.BC = 64; o.repeat = 5;
+    train_opts_init(&t);
+    for (int i = 1; i < argc; i++) training |= !strcmp(argv[i], "--train");
+    if (training) { o.B = 8; o.H = 4; o.N = 128; o.D = 16; o.BR = 32; o.BC = 32; } /* the GPT of --train */
+    else { o.B = 2; o.H = 4; o.N = 1024; o.D = 64; o.BR = 64; o.BC = 64; }
+    o.repeat = 5;
     for (int i = 1; i < argc; i++) {
         if (opts_parse_common(&o, argc, argv, &i)) continue;
+        const int at = i;
+        if (train_parse(&t, argc, argv, &i)) {
+            if (!training) usage_error("option %s goes with --train (see --help)", argv[at]);
+            continue;
+        }
         if (!strcmp(argv[i], "--mask")) {
             static const char *const modes[] = {"absolute", "relative"};
             const char *opt = argv[i]; // before opt_value moves i on to the value
@@ -258,6 +271,11 @@ int main(int argc, char **argv)
     if (o.help) { usage(&o); return 0; }
     opts_validate(&o, sizeof(float));
     if (o.check) return run_checks();
+    if (training) {
+        if (mode != MASK_ABSOLUTE || o.device == DEV_GPU || o.dtype != DT_FP32)
+            usage_error("--train runs on the CPU in fp32 with every mask itself: --mask, --device gpu and --dtype do not apply");
+        return train_main(&o, &t);
+    }
 
     char eb[128];
     FILE *csv = o.csv ? csv_open(o.csv, "device,dtype,kernel,B,H,N,D,ms_full,ms_causal,tflops_full,tflops_causal") : NULL;

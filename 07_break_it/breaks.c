@@ -14,6 +14,7 @@
  */
 #include "common.h"
 #include "breaks.h"
+#include "../06_causal/causal.h"
 
 #include <math.h>
 
@@ -22,7 +23,7 @@
 static float st(float x, int fp16) { return fp16 ? f16_to_f32(f32_to_f16(x)) : x; }
 
 int break_forward_cpu(const float *q, const float *k, const float *v, float *out, long bh, long N, long D, long BR,
-                      long BC, int brk, int fp16, long trace_row, TraceTile *trace, FirstInf *first)
+                      long BC, int brk, int causal, int fp16, long trace_row, TraceTile *trace, FirstInf *first)
 {
     const float scale = 1.0f / sqrtf((float)D);
     float *s = tmalloc((size_t)BR * BC * 4), *o = tmalloc((size_t)BR * D * 4);
@@ -38,15 +39,18 @@ int break_forward_cpu(const float *q, const float *k, const float *v, float *out
                 l[r] = 0.0f;
                 for (long d = 0; d < D; d++) o[r * D + d] = 0.0f;
             }
-            for (long j0 = 0, t = 0; j0 < N; j0 += BC, t++) {
+            const long jend = causal ? kv_end(MASK_ABSOLUTE, i0, br, N) : N; // step 06's mask and block skipping
+            for (long j0 = 0, t = 0; j0 < jend; j0 += BC, t++) {
                 const long bc = j0 + BC <= N ? BC : N - j0;
                 for (long r = 0; r < br; r++) {
                     float *sr = s + r * BC, m_tile = -INFINITY, l_tile = 0.0f, max_s = -INFINITY, max_p = 0.0f;
                     for (long c = 0; c < bc; c++) {
                         sr[c] = st(dot_f32(qh + (i0 + r) * D, kh + (j0 + c) * D, D) * scale, fp16); // s_tile
+                        if (causal && mask_hides(MASK_ABSOLUTE, i0, r, j0, c)) sr[c] = -INFINITY;
                         m_tile = fmaxf(m_tile, sr[c]);                 // m_tile = rowmax(s_tile)
                         max_s = fmaxf(max_s, sr[c]);
                     }
+                    if (m_tile == -INFINITY) continue;                 // causal: nothing visible in this tile
                     for (long c = 0; c < bc; c++) {
                         const float sc = sr[c];
                         if (brk == BREAK_NO_MAX) sr[c] = st(expf(sc), fp16);      // BREAK-1: p = e^s, no max subtracted

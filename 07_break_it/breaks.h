@@ -28,11 +28,13 @@ typedef struct {
 /* The tiled forward with the break brk. fp16 = 1 stores s, p, l and o in
  * fp16 after every operation (rounded through fp16, the CPU's stand-in for
  * a port that keeps its tile arithmetic in __half), so that fp16 overflows
- * where an fp16 kernel would: e^s > 65504 from s > 11.09. trace (may be
+ * where an fp16 kernel would: e^s > 65504 from s > 11.09. causal = 1 masks
+ * with step 06's absolute indices and skips the tiles above the diagonal (the
+ * training of ./step06 --train checks its Break 2 against this). trace (may be
  * NULL) gets one entry per K/V tile for query row trace_row of head 0.
  * Returns 0, or -1 on out of memory. */
 int break_forward_cpu(const float *q, const float *k, const float *v, float *o,  // [bh, N, D]
-                      long bh, long N, long D, long BR, long BC, int brk, int fp16,
+                      long bh, long N, long D, long BR, long BC, int brk, int causal, int fp16,
                       long trace_row, TraceTile *trace, FirstInf *first);
 
 /* The same breaks in a CUDA kernel (one thread per query row, step 05's

@@ -96,7 +96,7 @@ static Result run(const Setup *u, const Inputs *in, int brk, int fp16, int gpu, 
 #else
         r.gpu_ok = 0; /* never asked for: gpu is 0 without CUDA */
 #endif
-    } else if (break_forward_cpu(in->q, in->k, in->v, o, bh, u->N, u->D, u->BR, BC, brk, fp16, trace_row, trace, &r.first) != 0) {
+    } else if (break_forward_cpu(in->q, in->k, in->v, o, bh, u->N, u->D, u->BR, BC, brk, 0, fp16, trace_row, trace, &r.first) != 0) {
         fprintf(stderr, "step07: out of memory for the tiles\n");
         exit(EXIT_FAIL);
     }
@@ -160,7 +160,7 @@ static const char *diagnose_break(const Setup *u, int brk)
     if (s.neg_rows) { /* rows 0 .. N/2-1 of each head are the very negative ones */
         long bh = s.B * s.H;
         float *o = xmalloc(in.n * 4, "O");
-        break_forward_cpu(in.q, in.k, in.v, o, bh, s.N, s.D, s.BR, s.BC, brk, fp16, 0, NULL, NULL);
+        break_forward_cpu(in.q, in.k, in.v, o, bh, s.N, s.D, s.BR, s.BC, brk, 0, fp16, 0, NULL, NULL);
         int neg_bad = 1, other_ok = 1;
         for (long h = 0; h < bh; h++)
             for (long i = 0; i < s.N; i++) {
@@ -189,7 +189,7 @@ static const char *diagnose_relative(void)
     double *ref = xmalloc(n * sizeof(double), "reference");
     make_qkv(q, k, v, n, 5);
     ref_attention(q, k, v, bh, N, D, 1, ref);
-    causal_forward_cpu(q, k, v, o, bh, N, D, BR, BR, MASK_RELATIVE);
+    causal_forward_cpu(q, k, v, o, NULL, bh, N, D, BR, BR, MASK_RELATIVE);
     Err e = compare(o, ref, n, 1e-5, 1e-5);
     Signature g;
     memset(&g, 0, sizeof g);

@@ -1,0 +1,456 @@
+/*
+ * gpt.c: a small GPT in plain C, fp32, every layer's forward and backward
+ * written out (the shape of karpathy/llm.c's train_gpt2.c): token and position
+ * embeddings, L blocks of pre-LayerNorm causal multi-head attention and an MLP
+ * with GELU, a final LayerNorm, the output head tied to the token embedding,
+ * cross-entropy, AdamW.
+ *
+ *   x = wte[token] + wpe[t]
+ *   for each layer:  x = x + attproj(attention(qkv(LayerNorm1(x))))
+ *                    x = x + fcproj(GELU(fc(LayerNorm2(x))))
+ *   logits = LayerNorm_f(x) wte^T,  loss = cross-entropy(softmax(logits), next token)
+ *
+ * The attention is the model's one variable part (m->attn, gpt.h): the same
+ * model trains with naive attention, with the tiled forward and
+ * FlashAttention-2's backward, or with a broken one, and nothing else changes.
+ *
+ * Layout: every parameter tensor in one buffer (params_mem) and its gradient
+ * in another of the same shape (grads_mem); activations the same way. The
+ * sizes are tables, so a tensor is found by its place in the table.
+ */
+#include "common.h"
+#include "gpt.h"
+#include "causal.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *const PARAM_NAMES[NUM_PARAMS] = {"wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+                                             "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+
+// --- the attention, two ways, behind the same three pointers (gpt.h) -------------------
+
+size_t attn_naive_saved(long bh, long T) { return (size_t)bh * T * T; }   // P [bh, T, T]
+size_t attn_tiled_saved(long bh, long T) { return (size_t)bh * T; }       // L [bh, T]
+
+int attn_naive_forward(const Attention *a, const float *q, const float *k, const float *v, float *o, float *saved,
+                       long bh, long T, long D)
+{
+    naive_forward_p(q, k, v, o, saved, bh, T, D, &a->kind);
+    return 0;
+}
+
+int attn_naive_backward(const Attention *a, const float *q, const float *k, const float *v, const float *o,
+                        const float *dO, const float *saved, float *dq, float *dk, float *dv, long bh, long T, long D)
+{
+    (void)o; // naive attention's backward needs P, not O
+    return naive_backward(q, k, v, saved, dO, dq, dk, dv, bh, T, D, &a->kind);
+}
+
+int attn_tiled_forward(const Attention *a, const float *q, const float *k, const float *v, float *o, float *saved,
+                       long bh, long T, long D)
+{
+    return causal_forward_cpu(q, k, v, o, saved, bh, T, D, a->kind.BR, a->kind.BC, a->kind.mask) < 0 ? -1 : 0;
+}
+
+int attn_tiled_backward(const Attention *a, const float *q, const float *k, const float *v, const float *o,
+                        const float *dO, const float *saved, float *dq, float *dk, float *dv, long bh, long T, long D)
+{
+    return flash_backward_cpu(q, k, v, o, dO, saved, dq, dk, dv, bh, T, D, a->kind.BR, a->kind.BC, a->kind.mask, NULL);
+}
+
+// --- the layers, forward and backward ---------------------------------------------------
+
+/* x[b,t] = wte[token] + wpe[t] */
+static void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C)
+{
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *we = wte + (size_t)tokens[bt] * C, *pe = wpe + (size_t)(bt % T) * C;
+        for (int c = 0; c < C; c++) out[(size_t)bt * C + c] = we[c] + pe[c];
+    }
+}
+
+static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T, int C)
+{
+    for (int bt = 0; bt < B * T; bt++) {
+        float *dwe = dwte + (size_t)tokens[bt] * C, *dpe = dwpe + (size_t)(bt % T) * C;
+        for (int c = 0; c < C; c++) { dwe[c] += dout[(size_t)bt * C + c]; dpe[c] += dout[(size_t)bt * C + c]; }
+    }
+}
+
+/* y = (x - mean) / sqrt(var + 1e-5) * w + b over the C channels of each position; mean and rstd kept. */
+static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                              int BT, int C)
+{
+    for (int bt = 0; bt < BT; bt++) {
+        const float *x = inp + (size_t)bt * C;
+        float m = 0.0f, v = 0.0f;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        const float s = 1.0f / sqrtf(v / C + 1e-5f);
+        for (int c = 0; c < C; c++) out[(size_t)bt * C + c] = (x[c] - m) * s * w[c] + b[c];
+        mean[bt] = m;
+        rstd[bt] = s;
+    }
+}
+
+/* With xhat = (x - mean) rstd and g = dy * w:  dx = rstd (g - mean(g) - xhat mean(g xhat)). */
+static void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                               const float *mean, const float *rstd, int BT, int C)
+{
+    for (int bt = 0; bt < BT; bt++) {
+        const float *dy = dout + (size_t)bt * C, *x = inp + (size_t)bt * C;
+        float *dx = dinp + (size_t)bt * C;
+        float g_mean = 0.0f, gx_mean = 0.0f;
+        for (int c = 0; c < C; c++) {
+            const float xhat = (x[c] - mean[bt]) * rstd[bt], g = dy[c] * w[c];
+            g_mean += g;
+            gx_mean += g * xhat;
+        }
+        g_mean /= C;
+        gx_mean /= C;
+        for (int c = 0; c < C; c++) {
+            const float xhat = (x[c] - mean[bt]) * rstd[bt], g = dy[c] * w[c];
+            db[c] += dy[c];
+            dw[c] += dy[c] * xhat;
+            dx[c] += rstd[bt] * (g - g_mean - xhat * gx_mean);
+        }
+    }
+}
+
+/* out [BT, OC] = inp [BT, C] weight^T + bias, weight [OC, C] (PyTorch's Linear). Four rows of inp share each
+ * row of weight while it is in cache; dot_f32 keeps 8 sums in flight. */
+static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int BT, int C, int OC)
+{
+    for (int o = 0; o < OC; o++) {
+        const float *wr = weight + (size_t)o * C;
+        const float b = bias ? bias[o] : 0.0f;
+        for (int bt = 0; bt < BT; bt++) out[(size_t)bt * OC + o] = b + dot_f32(inp + (size_t)bt * C, wr, C);
+    }
+}
+
+/* dinp += dout weight;  dweight += dout^T inp;  dbias += colsum(dout). */
+static void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                            const float *weight, int BT, int C, int OC)
+{
+    for (int bt = 0; bt < BT; bt++) {
+        float *dx = dinp + (size_t)bt * C;
+        const float *dy = dout + (size_t)bt * OC;
+        for (int o = 0; o < OC; o++) {
+            const float g = dy[o], *wr = weight + (size_t)o * C;
+            for (int c = 0; c < C; c++) dx[c] += g * wr[c];
+        }
+    }
+    for (int o = 0; o < OC; o++) {
+        float *dw = dweight + (size_t)o * C, db = 0.0f;
+        for (int bt = 0; bt < BT; bt++) {
+            const float g = dout[(size_t)bt * OC + o], *x = inp + (size_t)bt * C;
+            for (int c = 0; c < C; c++) dw[c] += g * x[c];
+            db += g;
+        }
+        if (dbias) dbias[o] += db;
+    }
+}
+
+/* GELU, tanh form (GPT-2's): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+#define GELU_K 0.7978845608f /* sqrt(2/pi) */
+static void gelu_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
+    }
+}
+
+static void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const float x = inp[i], u = GELU_K * (x + 0.044715f * x * x * x), t = tanhf(u);
+        const float du = GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] += dout[i] * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+    }
+}
+
+static void residual_forward(float *out, const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+static void residual_backward(float *da, float *db, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) { da[i] += dout[i]; db[i] += dout[i]; }
+}
+
+/* probs = softmax(logits) per position (stable); losses = -log probs[target]. */
+static void crossentropy_forward(float *probs, float *losses, const float *logits, const int *targets, int BT, int V)
+{
+    for (int bt = 0; bt < BT; bt++) {
+        const float *x = logits + (size_t)bt * V;
+        float *p = probs + (size_t)bt * V, mx = -INFINITY, sum = 0.0f;
+        for (int i = 0; i < V; i++) mx = fmaxf(mx, x[i]);
+        for (int i = 0; i < V; i++) { p[i] = expf(x[i] - mx); sum += p[i]; }
+        for (int i = 0; i < V; i++) p[i] /= sum;
+        if (targets) losses[bt] = -logf(p[targets[bt]]);
+    }
+}
+
+/* d loss_mean / d logits = (probs - onehot(target)) / BT */
+static void crossentropy_backward(float *dlogits, const float *probs, const int *targets, int BT, int V)
+{
+    const float inv = 1.0f / BT;
+    for (int bt = 0; bt < BT; bt++)
+        for (int i = 0; i < V; i++)
+            dlogits[(size_t)bt * V + i] += (probs[(size_t)bt * V + i] - (i == targets[bt] ? 1.0f : 0.0f)) * inv;
+}
+
+/* The heads apart and back together. The model's tensors are [B, T, S] rows (S = 3C for qkv, with q, k
+ * and v side by side, S = C for the attention output), head h in channels hD .. hD+D-1; the attention
+ * functions take each head contiguous, [B, H, T, D]. sigma multiplies on the way (the score scale on q,
+ * and by the chain rule on dq). */
+static void split_heads(float *dst, const float *src, int S, float sigma, int B, int T, int H, int D)
+{
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++)
+                for (int d = 0; d < D; d++)
+                    dst[(((size_t)b * H + h) * T + t) * D + d] = sigma * src[((size_t)b * T + t) * S + h * D + d];
+}
+
+static void merge_heads(float *dst, const float *src, int S, float sigma, int B, int T, int H, int D)
+{
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++)
+                for (int d = 0; d < D; d++)
+                    dst[((size_t)b * T + t) * S + h * D + d] = sigma * src[(((size_t)b * H + h) * T + t) * D + d];
+}
+
+/* max of q . k / sqrt(D) over the causal scores: what Break 1 exponentiates raw. */
+static float max_causal_score(const float *q, const float *k, long bh, long T, long D)
+{
+    const float scale = 1.0f / sqrtf((float)D);
+    float mx = -INFINITY;
+    for (long h = 0; h < bh; h++)
+        for (long i = 0; i < T; i++)
+            for (long j = 0; j <= i; j++)
+                mx = fmaxf(mx, dot_f32(q + (h * T + i) * D, k + (h * T + j) * D, D) * scale);
+    return mx;
+}
+
+// --- sizes, build, free ------------------------------------------------------------------
+
+static void param_sizes(const GPTConfig *c, size_t *s)
+{
+    const size_t V = c->V, T = c->T, L = c->L, C = c->C;
+    const size_t sz[NUM_PARAMS] = {V * C, T * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C,
+                                   L * C, L * C, L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C, C, C};
+    memcpy(s, sz, sizeof sz);
+}
+
+/* grad = 1: the gradient activations, which need neither the attention's saved tensors nor a second scratch. */
+static void act_sizes(const GPTConfig *c, int B, size_t saved, int grad, size_t *s)
+{
+    const size_t BT = (size_t)B * c->T, L = c->L, C = c->C, V = c->V;
+    const size_t sz[NUM_ACTS] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C, grad ? 0 : L * saved,
+                                 L * BT * C, L * BT * C, L * BT * C, L * BT, L * BT, L * BT * 4 * C, L * BT * 4 * C,
+                                 L * BT * C, L * BT * C, BT * C, BT, BT, BT * V, BT * V, BT, grad ? 0 : 8 * BT * C};
+    memcpy(s, sz, sizeof sz);
+}
+
+static size_t sum_sizes(const size_t *s, int n)
+{
+    size_t t = 0;
+    for (int i = 0; i < n; i++) t += s[i];
+    return t;
+}
+
+/* Point the fields of a struct of float pointers at consecutive slices of mem. */
+static void carve(float **fields, float *mem, const size_t *sizes, int n)
+{
+    for (int i = 0; i < n; i++) { fields[i] = sizes[i] ? mem : NULL; mem += sizes[i]; }
+}
+
+size_t gpt_bytes(const GPTConfig *c, int B, const Attention *a, size_t *saved_per_layer)
+{
+    size_t ps[NUM_PARAMS], as[NUM_ACTS], gs[NUM_ACTS];
+    const size_t saved = a->saved_floats((long)B * c->H, c->T);
+    param_sizes(c, ps);
+    act_sizes(c, B, saved, 0, as);
+    act_sizes(c, B, saved, 1, gs);
+    if (saved_per_layer) *saved_per_layer = saved * sizeof(float);
+    return (4 * sum_sizes(ps, NUM_PARAMS) + sum_sizes(as, NUM_ACTS) + sum_sizes(gs, NUM_ACTS)) * sizeof(float);
+}
+
+int gpt_build(GPT *m, const GPTConfig *c, int B, const Attention *a, float score_scale, unsigned long long seed)
+{
+    size_t gs[NUM_ACTS];
+    memset(m, 0, sizeof *m);
+    m->cfg = *c;
+    m->attn = a;
+    m->score_scale = score_scale;
+    m->B = B;
+    param_sizes(c, m->param_sizes);
+    m->num_params = sum_sizes(m->param_sizes, NUM_PARAMS);
+    act_sizes(c, B, a->saved_floats((long)B * c->H, c->T), 0, m->act_sizes);
+    act_sizes(c, B, 0, 1, gs);
+    m->num_acts = sum_sizes(m->act_sizes, NUM_ACTS);
+    const size_t np = m->num_params * sizeof(float);
+    m->params_mem = tmalloc(np);
+    m->grads_mem = tmalloc(np);
+    m->m_mem = tmalloc(np);
+    m->v_mem = tmalloc(np);
+    m->acts_mem = tmalloc(m->num_acts * sizeof(float));
+    m->grad_acts_mem = tmalloc(sum_sizes(gs, NUM_ACTS) * sizeof(float));
+    if (!m->params_mem || !m->grads_mem || !m->m_mem || !m->v_mem || !m->acts_mem || !m->grad_acts_mem) {
+        gpt_free(m);
+        return -1;
+    }
+    carve((float **)&m->params, m->params_mem, m->param_sizes, NUM_PARAMS);
+    carve((float **)&m->grads, m->grads_mem, m->param_sizes, NUM_PARAMS);
+    carve((float **)&m->acts, m->acts_mem, m->act_sizes, NUM_ACTS);
+    carve((float **)&m->grad_acts, m->grad_acts_mem, gs, NUM_ACTS);
+    memset(m->m_mem, 0, np);
+    memset(m->v_mem, 0, np);
+
+    /* GPT-2's initialisation: weights N(0, 0.02), the two projections into the residual stream
+     * N(0, 0.02 / sqrt(2L)) so that the stream's variance does not grow with depth, biases 0, LayerNorm 1. */
+    Rng rng;
+    rng_seed(&rng, seed);
+    float *p = m->params_mem;
+    for (int t = 0; t < NUM_PARAMS; t++) {
+        const char *nm = PARAM_NAMES[t];
+        const int is_ln_w = !strcmp(nm, "ln1w") || !strcmp(nm, "ln2w") || !strcmp(nm, "lnfw");
+        const int is_bias = nm[strlen(nm) - 1] == 'b';
+        const float std = !strcmp(nm, "attprojw") || !strcmp(nm, "fcprojw") ? 0.02f / sqrtf(2.0f * c->L) : 0.02f;
+        for (size_t i = 0; i < m->param_sizes[t]; i++)
+            p[i] = is_ln_w ? 1.0f : is_bias ? 0.0f : (float)(std * rng_normal(&rng));
+        p += m->param_sizes[t];
+    }
+    return 0;
+}
+
+void gpt_free(GPT *m)
+{
+    tfree(m->params_mem); tfree(m->grads_mem); tfree(m->m_mem); tfree(m->v_mem);
+    tfree(m->acts_mem); tfree(m->grad_acts_mem);
+    memset(m, 0, sizeof *m);
+}
+
+// --- forward, backward, AdamW -------------------------------------------------------------
+
+double gpt_forward(GPT *m, const int *tokens, const int *targets, int B, int T, const Attention *attn)
+{
+    const int V = m->cfg.V, L = m->cfg.L, H = m->cfg.H, C = m->cfg.C, D = C / H, Tm = m->cfg.T;
+    const size_t BTC = (size_t)B * T * C, BT = (size_t)B * T;
+    const size_t saved = m->act_sizes[6] / L;                   // per layer, for batch m->B at context Tm
+    Params *p = &m->params;
+    Acts *a = &m->acts;
+    float *q = a->scratch, *k = q + BTC, *v = k + BTC, *o = v + BTC;
+    if (!attn) attn = m->attn;
+    if (B > m->B || T > Tm || attn->saved_floats((long)B * H, T) > saved) return -1.0;
+    m->max_score = -INFINITY;
+    encoder_forward(a->encoded, tokens, p->wte, p->wpe, B, T, C);
+    for (int l = 0; l < L; l++) {
+        /* layer l's slices; with T < Tm or B < m->B only the first B*T rows of each are used */
+        const float *x = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BTC;
+        float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BTC * 3, *atty = a->atty + l * BTC;
+        float *att_saved = a->att_saved + l * saved, *attproj = a->attproj + l * BTC, *res2 = a->residual2 + l * BTC;
+        float *ln2 = a->ln2 + l * BTC, *fch = a->fch + l * BTC * 4, *fchg = a->fch_gelu + l * BTC * 4;
+        float *fcproj = a->fcproj + l * BTC, *res3 = a->residual3 + l * BTC;
+        layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, x, p->ln1w + l * C, p->ln1b + l * C, (int)BT, C);
+        matmul_forward(qkv, ln1, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, (int)BT, C, 3 * C);
+        split_heads(q, qkv, 3 * C, m->score_scale, B, T, H, D);
+        split_heads(k, qkv + C, 3 * C, 1.0f, B, T, H, D);
+        split_heads(v, qkv + 2 * C, 3 * C, 1.0f, B, T, H, D);
+        if (attn->kind.brk) m->max_score = fmaxf(m->max_score, max_causal_score(q, k, (long)B * H, T, D));
+        if (attn->forward(attn, q, k, v, o, att_saved, (long)B * H, T, D) != 0) return -1.0;
+        merge_heads(atty, o, C, 1.0f, B, T, H, D);
+        matmul_forward(attproj, atty, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, (int)BT, C, C);
+        residual_forward(res2, x, attproj, BTC);
+        layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, res2, p->ln2w + l * C, p->ln2b + l * C, (int)BT, C);
+        matmul_forward(fch, ln2, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, (int)BT, C, 4 * C);
+        gelu_forward(fchg, fch, BTC * 4);
+        matmul_forward(fcproj, fchg, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, (int)BT, 4 * C, C);
+        residual_forward(res3, res2, fcproj, BTC);
+    }
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3 + (size_t)(L - 1) * BTC, p->lnfw, p->lnfb, (int)BT, C);
+    matmul_forward(a->logits, a->lnf, p->wte, NULL, (int)BT, C, V); // the output head is wte, tied
+    crossentropy_forward(a->probs, a->losses, a->logits, targets, (int)BT, V);
+    if (!targets) return 0.0;
+    double sum = 0.0;
+    for (size_t i = 0; i < BT; i++) sum += a->losses[i];
+    return sum / BT;
+}
+
+int gpt_backward(GPT *m, const int *tokens, const int *targets, int B, int T)
+{
+    const int V = m->cfg.V, L = m->cfg.L, H = m->cfg.H, C = m->cfg.C, D = C / H;
+    const size_t BTC = (size_t)B * T * C, BT = (size_t)B * T;
+    const size_t saved = m->act_sizes[6] / L;
+    Params *p = &m->params, *g = &m->grads;
+    Acts *a = &m->acts, *ga = &m->grad_acts;
+    float *q = a->scratch, *k = q + BTC, *v = k + BTC, *o = v + BTC;
+    float *dq = o + BTC, *dk = dq + BTC, *dv = dk + BTC, *dO = dv + BTC;
+    memset(m->grads_mem, 0, m->num_params * sizeof(float));
+    memset(m->grad_acts_mem, 0, (m->num_acts - m->act_sizes[6] - m->act_sizes[22]) * sizeof(float));
+
+    crossentropy_backward(ga->logits, a->probs, targets, (int)BT, V);
+    matmul_backward(ga->lnf, g->wte, NULL, ga->logits, a->lnf, p->wte, (int)BT, C, V);
+    float *dres = ga->residual3 + (size_t)(L - 1) * BTC;  // d loss / d (the residual stream leaving the last layer)
+    layernorm_backward(dres, g->lnfw, g->lnfb, ga->lnf, a->residual3 + (size_t)(L - 1) * BTC, p->lnfw, a->lnf_mean,
+                       a->lnf_rstd, (int)BT, C);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *x = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BTC;
+        float *dx = l == 0 ? ga->encoded : ga->residual3 + (size_t)(l - 1) * BTC;
+        const size_t lc = (size_t)l * C;
+        dres = ga->residual3 + l * BTC;
+        /* x + fcproj(GELU(fc(LayerNorm2(res2)))) */
+        residual_backward(ga->residual2 + l * BTC, ga->fcproj + l * BTC, dres, BTC);
+        matmul_backward(ga->fch_gelu + l * BTC * 4, g->fcprojw + lc * 4 * C, g->fcprojb + lc, ga->fcproj + l * BTC,
+                        a->fch_gelu + l * BTC * 4, p->fcprojw + lc * 4 * C, (int)BT, 4 * C, C);
+        gelu_backward(ga->fch + l * BTC * 4, a->fch + l * BTC * 4, ga->fch_gelu + l * BTC * 4, BTC * 4);
+        matmul_backward(ga->ln2 + l * BTC, g->fcw + lc * 4 * C, g->fcb + lc * 4, ga->fch + l * BTC * 4, a->ln2 + l * BTC,
+                        p->fcw + lc * 4 * C, (int)BT, C, 4 * C);
+        layernorm_backward(ga->residual2 + l * BTC, g->ln2w + lc, g->ln2b + lc, ga->ln2 + l * BTC, a->residual2 + l * BTC,
+                           p->ln2w + lc, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, (int)BT, C);
+        /* res2 = x + attproj(attention(qkv(LayerNorm1(x)))) */
+        residual_backward(dx, ga->attproj + l * BTC, ga->residual2 + l * BTC, BTC);
+        matmul_backward(ga->atty + l * BTC, g->attprojw + lc * C, g->attprojb + lc, ga->attproj + l * BTC,
+                        a->atty + l * BTC, p->attprojw + lc * C, (int)BT, C, C);
+        /* the attention: the heads apart again (q, k, v from qkv, o from atty, dO from datty), its backward,
+         * and dq, dk, dv back into dqkv; dq gets the score scale as q did (the chain rule through sigma q) */
+        const float *qkv = a->qkv + l * BTC * 3;
+        float *dqkv = ga->qkv + l * BTC * 3;
+        split_heads(q, qkv, 3 * C, m->score_scale, B, T, H, D);
+        split_heads(k, qkv + C, 3 * C, 1.0f, B, T, H, D);
+        split_heads(v, qkv + 2 * C, 3 * C, 1.0f, B, T, H, D);
+        split_heads(o, a->atty + l * BTC, C, 1.0f, B, T, H, D);
+        split_heads(dO, ga->atty + l * BTC, C, 1.0f, B, T, H, D);
+        if (m->attn->backward(m->attn, q, k, v, o, dO, a->att_saved + l * saved, dq, dk, dv, (long)B * H, T, D) != 0)
+            return -1;
+        merge_heads(dqkv, dq, 3 * C, m->score_scale, B, T, H, D);
+        merge_heads(dqkv + C, dk, 3 * C, 1.0f, B, T, H, D);
+        merge_heads(dqkv + 2 * C, dv, 3 * C, 1.0f, B, T, H, D);
+        matmul_backward(ga->ln1 + l * BTC, g->qkvw + lc * 3 * C, g->qkvb + lc * 3, dqkv, a->ln1 + l * BTC,
+                        p->qkvw + lc * 3 * C, (int)BT, C, 3 * C);
+        layernorm_backward(dx, g->ln1w + lc, g->ln1b + lc, ga->ln1 + l * BTC, x, p->ln1w + lc, a->ln1_mean + l * BT,
+                           a->ln1_rstd + l * BT, (int)BT, C);
+    }
+    encoder_backward(g->wte, g->wpe, ga->encoded, tokens, B, T, C);
+    return 0;
+}
+
+void gpt_adamw(GPT *m, float lr, float weight_decay)
+{
+    const float b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
+    m->step++;
+    const float c1 = 1.0f - powf(b1, (float)m->step), c2 = 1.0f - powf(b2, (float)m->step); // bias corrections
+    for (size_t i = 0; i < m->num_params; i++) {
+        const float g = m->grads_mem[i];
+        m->m_mem[i] = b1 * m->m_mem[i] + (1.0f - b1) * g;           // first moment
+        m->v_mem[i] = b2 * m->v_mem[i] + (1.0f - b2) * g * g;       // second moment
+        const float mhat = m->m_mem[i] / c1, vhat = m->v_mem[i] / c2;
+        m->params_mem[i] -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * m->params_mem[i]);
+    }
+}
