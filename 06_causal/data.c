@@ -125,6 +125,22 @@ void corpus_generate(Corpus *c, size_t n_chars, uint64_t seed)
     snprintf(c->source, sizeof c->source, "generated from seed %llu", (unsigned long long)seed);
 }
 
+void corpus_lag_copy(Corpus *c, size_t n_chars, int V, int lag, uint64_t seed)
+{
+    Rng r;
+    rng_seed(&r, seed ^ 0x1a9c0b1e);
+    memset(c, 0, sizeof *c);
+    c->V = V;
+    for (int i = 0; i < V; i++) c->symbol[i] = (uint32_t)('a' + i % 26);
+    c->n_val = n_chars / 10;
+    c->n_train = n_chars - c->n_val;
+    c->train = xmalloc(n_chars * sizeof(int), "corpus");
+    c->val = c->train + c->n_train;
+    for (size_t i = 0; i < n_chars; i++)
+        c->train[i] = i >= (size_t)lag && rng_uniform(&r) < 0.9 ? c->train[i - lag] : (int)(rng_next(&r) % (uint64_t)V);
+    snprintf(c->source, sizeof c->source, "lag-%d copies of %d symbols, seed %llu", lag, V, (unsigned long long)seed);
+}
+
 // --- a text file -----------------------------------------------------------------------------
 
 /* The next UTF-8 code point at s[*i] (advancing *i), or -1 if the bytes there are not UTF-8. */

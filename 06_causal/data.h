@@ -25,6 +25,10 @@ typedef struct {
  * pseudo-words in paragraphs of one topic each, with spans of the last few
  * words repeated (see data.c for why attention matters in it). */
 void corpus_generate(Corpus *c, size_t n_chars, uint64_t seed);
+/* A corpus whose every symbol (of V, uniform at random) is, with probability
+ * 0.9, a copy of the symbol lag places back: the next symbol is told by one
+ * far key and nothing else. The check of Break 2's training uses it. */
+void corpus_lag_copy(Corpus *c, size_t n_chars, int V, int lag, uint64_t seed);
 /* A UTF-8 text file, one symbol per code point. Bad input (missing, a
  * directory, empty, not UTF-8 text, more than 256 symbols, too short for
  * T + 1 characters in each split) exits 2 with one line naming the file. */

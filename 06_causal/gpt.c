@@ -265,10 +265,26 @@ static size_t sum_sizes(const size_t *s, int n)
     return t;
 }
 
-/* Point the fields of a struct of float pointers at consecutive slices of mem. */
-static void carve(float **fields, float *mem, const size_t *sizes, int n)
+/* The tensors' pointers in table order, so that one loop can point them at consecutive slices of a buffer. */
+static void param_fields(Params *p, float **f[NUM_PARAMS])
 {
-    for (int i = 0; i < n; i++) { fields[i] = sizes[i] ? mem : NULL; mem += sizes[i]; }
+    float **const list[NUM_PARAMS] = {&p->wte, &p->wpe, &p->ln1w, &p->ln1b, &p->qkvw, &p->qkvb, &p->attprojw, &p->attprojb,
+                                      &p->ln2w, &p->ln2b, &p->fcw, &p->fcb, &p->fcprojw, &p->fcprojb, &p->lnfw, &p->lnfb};
+    memcpy(f, list, sizeof list);
+}
+
+static void act_fields(Acts *a, float **f[NUM_ACTS])
+{
+    float **const list[NUM_ACTS] = {&a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty, &a->att_saved,
+                                    &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch,
+                                    &a->fch_gelu, &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd,
+                                    &a->logits, &a->probs, &a->losses, &a->scratch};
+    memcpy(f, list, sizeof list);
+}
+
+static void carve(float **fields[], float *mem, const size_t *sizes, int n)
+{
+    for (int i = 0; i < n; i++) { *fields[i] = sizes[i] ? mem : NULL; mem += sizes[i]; }
 }
 
 size_t gpt_bytes(const GPTConfig *c, int B, const Attention *a, size_t *saved_per_layer)
@@ -295,21 +311,27 @@ int gpt_build(GPT *m, const GPTConfig *c, int B, const Attention *a, float score
     act_sizes(c, B, a->saved_floats((long)B * c->H, c->T), 0, m->act_sizes);
     act_sizes(c, B, 0, 1, gs);
     m->num_acts = sum_sizes(m->act_sizes, NUM_ACTS);
+    m->num_grad_acts = sum_sizes(gs, NUM_ACTS);
     const size_t np = m->num_params * sizeof(float);
     m->params_mem = tmalloc(np);
     m->grads_mem = tmalloc(np);
     m->m_mem = tmalloc(np);
     m->v_mem = tmalloc(np);
     m->acts_mem = tmalloc(m->num_acts * sizeof(float));
-    m->grad_acts_mem = tmalloc(sum_sizes(gs, NUM_ACTS) * sizeof(float));
+    m->grad_acts_mem = tmalloc(m->num_grad_acts * sizeof(float));
     if (!m->params_mem || !m->grads_mem || !m->m_mem || !m->v_mem || !m->acts_mem || !m->grad_acts_mem) {
         gpt_free(m);
         return -1;
     }
-    carve((float **)&m->params, m->params_mem, m->param_sizes, NUM_PARAMS);
-    carve((float **)&m->grads, m->grads_mem, m->param_sizes, NUM_PARAMS);
-    carve((float **)&m->acts, m->acts_mem, m->act_sizes, NUM_ACTS);
-    carve((float **)&m->grad_acts, m->grad_acts_mem, gs, NUM_ACTS);
+    float **pf[NUM_PARAMS], **af[NUM_ACTS];
+    param_fields(&m->params, pf);
+    carve(pf, m->params_mem, m->param_sizes, NUM_PARAMS);
+    param_fields(&m->grads, pf);
+    carve(pf, m->grads_mem, m->param_sizes, NUM_PARAMS);
+    act_fields(&m->acts, af);
+    carve(af, m->acts_mem, m->act_sizes, NUM_ACTS);
+    act_fields(&m->grad_acts, af);
+    carve(af, m->grad_acts_mem, gs, NUM_ACTS);
     memset(m->m_mem, 0, np);
     memset(m->v_mem, 0, np);
 
@@ -393,7 +415,7 @@ int gpt_backward(GPT *m, const int *tokens, const int *targets, int B, int T)
     float *q = a->scratch, *k = q + BTC, *v = k + BTC, *o = v + BTC;
     float *dq = o + BTC, *dk = dq + BTC, *dv = dk + BTC, *dO = dv + BTC;
     memset(m->grads_mem, 0, m->num_params * sizeof(float));
-    memset(m->grad_acts_mem, 0, (m->num_acts - m->act_sizes[6] - m->act_sizes[22]) * sizeof(float));
+    memset(m->grad_acts_mem, 0, m->num_grad_acts * sizeof(float));
 
     crossentropy_backward(ga->logits, a->probs, targets, (int)BT, V);
     matmul_backward(ga->lnf, g->wte, NULL, ga->logits, a->lnf, p->wte, (int)BT, C, V);

@@ -114,7 +114,7 @@ typedef struct {
     size_t param_sizes[NUM_PARAMS], num_params;
     Params params, grads;
     float *params_mem, *grads_mem, *m_mem, *v_mem; /* AdamW's first and second moments */
-    size_t act_sizes[NUM_ACTS], num_acts;
+    size_t act_sizes[NUM_ACTS], num_acts, num_grad_acts;
     Acts acts, grad_acts;
     float *acts_mem, *grad_acts_mem;
     long step;                   /* AdamW steps taken */

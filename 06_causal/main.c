@@ -250,7 +250,7 @@ int main(int argc, char **argv)
               (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16));
     train_opts_init(&t);
     for (int i = 1; i < argc; i++) training |= !strcmp(argv[i], "--train");
-    if (training) { o.B = 8; o.H = 4; o.N = 128; o.D = 16; o.BR = 32; o.BC = 32; } /* the GPT of --train */
+    if (training) { o.B = 8; o.H = 4; o.N = 128; o.D = 16; o.BR = 16; o.BC = 16; } /* the GPT of --train */
     else { o.B = 2; o.H = 4; o.N = 1024; o.D = 64; o.BR = 64; o.BC = 64; }
     o.repeat = 5;
     for (int i = 1; i < argc; i++) {

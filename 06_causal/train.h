@@ -17,6 +17,7 @@ typedef struct {
     double lr;            /* --lr (AdamW's learning rate) */
     double score_scale;   /* --score-scale: the attention scores multiplied by this (1) */
     const char *data;     /* --data FILE, or NULL: the generated corpus */
+    int lag_copy;         /* --corpus lag-copy: the corpus of symbols copied from 12 back */
     size_t mem_limit;     /* --mem-limit, 0 if not given */
 } TrainOpts;
 

@@ -18,6 +18,12 @@ mknpy "$tmp/ok.npy" '<f4' '(1, 1, 4, 8)' 128        # a good [1,1,4,8] float32
 mknpy "$tmp/other.npy" '<f4' '(1, 1, 5, 8)' 160     # a good file of another shape
 mknpy "$tmp/short.npy" '<f4' '(1, 1, 4, 8)' 100     # data truncated
 printf 'not a numpy file' >"$tmp/junk.npy"
+# text files for step06 --train --data
+: >"$tmp/empty.txt"
+printf 'text\000with a NUL byte' >"$tmp/binary.txt"
+printf 'hello world\n' >"$tmp/short.txt"
+for a in 196 197 198 199 200; do b=128; while [ $b -lt 192 ]; do   # 320 distinct two-byte UTF-8 characters
+    printf "\\$(printf %o $a)\\$(printf %o $b)"; b=$((b + 1)); done; done >"$tmp/many.txt"
 
 n=0
 bad() { # step, description, args...
@@ -60,6 +66,30 @@ bad step04 "seed negative"      --seed -1
 bad step05 "kernel 0"           --kernel 0
 bad step05 "dim 48 unsupported for tensor cores" --dtype fp16 --dim 48
 bad step06 "bad mask"           --mask sideways
+bad step06 "train: data missing"  --train --data "$tmp/none.txt"
+bad step06 "train: data is a dir" --train --data "$tmp"
+bad step06 "train: data empty"    --train --data "$tmp/empty.txt"
+bad step06 "train: data binary"   --train --data "$tmp/binary.txt"
+bad step06 "train: data too short" --train --data "$tmp/short.txt"
+bad step06 "train: > 256 symbols" --train --data "$tmp/many.txt"
+bad step06 "train: steps 0"       --train --steps 0
+bad step06 "steps without train"  --steps 20
+bad step06 "train on the gpu"     --train --device gpu
 bad step07 "bad break"          --break everything
 bad step07 "score-scale nan"    --score-scale nan
+# Out of memory is not a usage error: exit 1, one line with the bytes asked for.
+oom() { # step, description, args...
+    s=$1; what=$2; shift 2
+    [ -x "./$s" ] || return 0
+    n=$((n + 1))
+    "./$s" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    lines=$(wc -l <"$tmp/err")
+    if [ "$rc" -eq 1 ] && [ "$lines" -eq 1 ] && grep -q 'asked for [0-9]* bytes' "$tmp/err"; then
+        echo "PASS out-of-memory/$s $what: exit 1, $(cat "$tmp/err")"
+    else
+        echo "FAIL out-of-memory/$s $what: expected exit 1 and one line with the bytes asked for, got exit $rc and $lines lines: $(head -c 300 "$tmp/err")"
+    fi
+}
+oom step06 "train: model over --mem-limit" --train --mem-limit 20M
 echo "bad-input: $n command lines tried"

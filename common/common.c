@@ -634,10 +634,10 @@ void *xmalloc(size_t bytes, const char *what)
 {
     void *p = tmalloc(bytes);
     if (!p) {
-        char b1[32], b2[32];
+        char b1[32], b2[32], b3[32]; /* one buffer per number: fmt_bytes returns its buffer */
         fprintf(stderr, "%s: out of memory: asked for %zu bytes (%s) for %s, %s in use, limit %s\n", g_prog,
                 bytes, fmt_bytes((double)bytes, b1, sizeof b1), what,
-                fmt_bytes((double)cur_bytes, b2, sizeof b2), fmt_bytes((double)mem_limit(), b1, sizeof b1));
+                fmt_bytes((double)cur_bytes, b2, sizeof b2), fmt_bytes((double)mem_limit(), b3, sizeof b3));
         exit(EXIT_FAIL);
     }
     return p;

@@ -5,10 +5,11 @@ set -e
 quick=$1
 py=${PYTHON:-python3}
 mkdir -p results
-if [ "$quick" = quick ]; then seqs=256,512,1024; else seqs=1024,2048,4096,8192; fi
+if [ "$quick" = quick ]; then seqs=256,512,1024; steps=20; else seqs=1024,2048,4096,8192; steps=200; fi
 ./step02 --device cpu --seq-list $seqs --mem-limit 8G --csv results/step02_cpu.csv >/dev/null
 ./step04 --csv results/step04.csv --csv-state results/state.csv >/dev/null
 ./step06 --device cpu --csv results/step06_cpu.csv >/dev/null
+./step06 --train --steps $steps --csv results/train.csv >/dev/null
 ./step07 --break no-max --dtype fp16 --score-scale 3 --trace --csv results/trace_fp16.csv >/dev/null
 ./step07 --break no-max --dtype fp32 --score-scale 24 --trace --csv results/trace_fp32.csv >/dev/null
 $py plots/memory.py results/step02_cpu.csv results/memory_cpu.png
@@ -16,6 +17,7 @@ $py plots/time_cpu.py results/step02_cpu.csv results/time_cpu.png
 $py plots/errors.py results/step04.csv results/errors.png
 $py plots/online_state.py results/state.csv results/online_state.png
 $py plots/causal.py results/step06_cpu.csv results/causal_cpu.png
+$py plots/loss_curves.py results/train.csv results/loss_curves.png
 $py plots/break_trace.py results/break_trace.png results/trace_fp16.csv results/trace_fp32.csv
 if ./step05 --help >/dev/null 2>&1 && ./step05 --kernel 1 --seq 64 --repeat 1 >/dev/null 2>&1; then
     ./step02 --device gpu --csv results/step02_gpu.csv >/dev/null
