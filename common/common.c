@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -598,9 +599,11 @@ double time_median(void (*fn)(void *), void *ctx, int warmup, int repeat)
 /* ---------------------------------------------------- tracked host memory */
 
 /* Each block carries its size in a 16-byte header, so tfree knows what to
- * subtract and the payload stays 16-byte aligned. */
+ * subtract and the payload stays 16-byte aligned. The counters are atomic:
+ * step 06's training runs two models on two threads, and both allocate. */
 typedef union { size_t size; max_align_t align; } Hdr;
-static size_t cur_bytes, peak_bytes, limit_bytes;
+static _Atomic size_t cur_bytes, peak_bytes;
+static size_t limit_bytes;
 
 size_t phys_mem_bytes(void)
 {
@@ -618,15 +621,17 @@ size_t mem_limit(void)
 
 void *tmalloc(size_t bytes)
 {
-    size_t total;
+    size_t total, cur = atomic_load(&cur_bytes), pk;
     if (bytes > (size_t)-1 - sizeof(Hdr)) return NULL;
     total = bytes + sizeof(Hdr);
-    if (cur_bytes + bytes > mem_limit() || cur_bytes + bytes < cur_bytes) return NULL;
+    do { /* reserve the bytes under the limit, or refuse */
+        if (cur + bytes > mem_limit() || cur + bytes < cur) return NULL;
+    } while (!atomic_compare_exchange_weak(&cur_bytes, &cur, cur + bytes));
     Hdr *h = malloc(total);
-    if (!h) return NULL;
+    if (!h) { atomic_fetch_sub(&cur_bytes, bytes); return NULL; }
     h->size = bytes;
-    cur_bytes += bytes;
-    if (cur_bytes > peak_bytes) peak_bytes = cur_bytes;
+    pk = atomic_load(&peak_bytes);
+    while (cur + bytes > pk && !atomic_compare_exchange_weak(&peak_bytes, &pk, cur + bytes)) {}
     return h + 1;
 }
 
@@ -637,7 +642,7 @@ void *xmalloc(size_t bytes, const char *what)
         char b1[32], b2[32], b3[32]; /* one buffer per number: fmt_bytes returns its buffer */
         fprintf(stderr, "%s: out of memory: asked for %zu bytes (%s) for %s, %s in use, limit %s\n", g_prog,
                 bytes, fmt_bytes((double)bytes, b1, sizeof b1), what,
-                fmt_bytes((double)cur_bytes, b2, sizeof b2), fmt_bytes((double)mem_limit(), b3, sizeof b3));
+                fmt_bytes((double)mem_current(), b2, sizeof b2), fmt_bytes((double)mem_limit(), b3, sizeof b3));
         exit(EXIT_FAIL);
     }
     return p;
@@ -647,13 +652,13 @@ void tfree(void *p)
 {
     if (!p) return;
     Hdr *h = (Hdr *)p - 1;
-    cur_bytes -= h->size;
+    atomic_fetch_sub(&cur_bytes, h->size);
     free(h);
 }
 
-size_t mem_current(void) { return cur_bytes; }
-size_t mem_peak(void) { return peak_bytes; }
-void mem_reset_peak(void) { peak_bytes = cur_bytes; }
+size_t mem_current(void) { return atomic_load(&cur_bytes); }
+size_t mem_peak(void) { return atomic_load(&peak_bytes); }
+void mem_reset_peak(void) { atomic_store(&peak_bytes, atomic_load(&cur_bytes)); }
 
 size_t rss_peak_bytes(void)
 {
