@@ -29,7 +29,7 @@ int break_forward_cpu(const float *q, const float *k, const float *v, float *out
     float *s = tmalloc((size_t)BR * BC * 4), *o = tmalloc((size_t)BR * D * 4);
     float *m = tmalloc((size_t)BR * 4), *l = tmalloc((size_t)BR * 4);
     if (!s || !o || !m || !l) { tfree(s); tfree(o); tfree(m); tfree(l); return -1; }
-    if (first) { first->tile = first->col = first->row = -1; first->s = 0; first->what = ""; }
+    if (first) { first->tile = first->col = first->row = first->head = -1; first->s = 0; first->what = ""; }
     for (long h = 0; h < bh; h++) {
         const float *qh = q + (size_t)h * N * D, *kh = k + (size_t)h * N * D, *vh = v + (size_t)h * N * D;
         for (long i0 = 0; i0 < N; i0 += BR) {
@@ -58,7 +58,7 @@ int break_forward_cpu(const float *q, const float *k, const float *v, float *out
                         l_tile = st(l_tile + sr[c], fp16);                        // l_tile = rowsum(p_tile)
                         max_p = fmaxf(max_p, sr[c]);
                         if (first && first->tile < 0 && !f32_is_finite(sr[c])) {
-                            first->tile = t; first->col = j0 + c; first->row = i0 + r; first->s = sc; first->what = "p";
+                            first->tile = t; first->col = j0 + c; first->row = i0 + r; first->head = h; first->s = sc; first->what = "p";
                         }
                     }
                     float alpha = 1.0f, beta = 1.0f;
@@ -78,11 +78,13 @@ int break_forward_cpu(const float *q, const float *k, const float *v, float *out
                     int bad = !f32_is_finite(l[r]);
                     for (long d = 0; d < D; d++) bad |= !f32_is_finite(o[r * D + d]);
                     if (first && first->tile < 0 && bad) {
-                        first->tile = t; first->col = j0; first->row = i0 + r; first->s = max_s;
+                        first->tile = t; first->col = j0; first->row = i0 + r; first->head = h; first->s = max_s;
                         first->what = f32_is_finite(l[r]) ? "o" : "l";
                     }
                     if (trace && h == 0 && i0 + r == trace_row) {
                         trace[t].max_s = max_s; trace[t].max_p = max_p; trace[t].l = l[r];
+                        trace[t].max_o = 0.0f;
+                        for (long d = 0; d < D; d++) trace[t].max_o = fmaxf(trace[t].max_o, fabsf(o[r * D + d]));
                         trace[t].nonfinite = bad || (t > 0 && trace[t - 1].nonfinite);
                     }
                 }

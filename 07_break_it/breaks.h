@@ -15,12 +15,14 @@ enum { BREAK_NONE = 0, BREAK_NO_MAX = 1, BREAK_NO_RESCALE = 2, BREAK_MAX_ZERO = 
 /* Per K/V tile of one traced query row: what the chapter asks to print. */
 typedef struct {
     float max_s, max_p, l;
+    float max_o;    /* max |o| of the row's running output after this tile */
     int nonfinite;  /* anything inf or NaN in p, l or o of this row so far */
 } TraceTile;
 
 /* Where the first inf appeared (over all rows): -1 if never. */
 typedef struct {
     long tile, col, row;  /* K/V tile index, absolute key column, query row */
+    long head;            /* which of the bh heads */
     float s;              /* the score that overflowed e^s (or the largest score of that tile) */
     const char *what;     /* "p", "l" or "o" */
 } FirstInf;

@@ -264,6 +264,21 @@ static int run_checks(const Setup *u, int gpu)
         snprintf(name, sizeof name, "%s/break1-fp32-overflows-later", dev);
         report(i32 > i16 && i16 >= 0, NULL, name, "fp32: non-finite only from score scale %.1f (max score %.2f > 88.72)",
                i32 >= 0 ? o32.scale : 0.0, i32 >= 0 ? o32.max_s : 0.0f);
+        if (!g && i16 >= 0) { /* the trace of the answer line's row: clean before the first inf's tile, inf from it */
+            Setup t = *u;
+            t.scale = o16.scale;
+            Inputs ti = make_inputs(&t);
+            const long nt = (t.N + t.BC - 1) / t.BC;
+            TraceTile *tr = xmalloc((size_t)nt * sizeof *tr, "trace");
+            run(&t, &ti, BREAK_NO_MAX, 1, 0, t.BC, o16.first.row, tr);
+            int ok = o16.first.head == 0 && tr[o16.first.tile].nonfinite;
+            for (long k = 0; k < o16.first.tile; k++) ok &= !tr[k].nonfinite;
+            report(ok, NULL, "cpu/trace-names-the-answers-row", "fp16 scale %.1f: the trace of query row %ld (head %ld) is "
+                   "finite before K/V tile %ld and inf/NaN from it, as the answer line says", o16.scale, o16.first.row,
+                   o16.first.head, o16.first.tile);
+            tfree(tr);
+            free_inputs(&ti);
+        }
         Setup n = *u;
         n.neg_rows = 1; n.scale = 1;
         Inputs ni = make_inputs(&n);
@@ -287,8 +302,8 @@ static void usage(const Opts *o)
     print_common_usage(o);
     printf("  --break none|no-max|no-rescale|max-zero   run one break (default: show them all)\n"
            "  --score-scale X        multiply Q by X, so the scores grow by X (default 1)\n"
-           "  --trace                per K/V tile of one query row: max s, max p, l, inf/NaN yet\n"
-           "  --trace-row R          the query row traced (default: the row holding the largest score)\n"
+           "  --trace                per K/V tile of one query row: max s, max p, l, max |o|, inf/NaN yet\n"
+           "  --trace-row R          the query row traced (default: the row of the first inf, else of the largest score)\n"
            "  --diagnose             run each known break through the diagnosis and check it names the cause\n");
 }
 
@@ -299,12 +314,13 @@ static void print_trace(const Setup *u, const Inputs *in, int brk, int fp16, lon
     Result r = run(u, in, brk, fp16, 0, u->BC, row, t);
     printf("trace of query row %ld, %s, --break %s (per K/V tile of %ld keys):\n", row, fp16 ? "fp16" : "fp32",
            break_names[brk], u->BC);
-    printf("  tile     max s        max p            l   inf/NaN yet\n");
+    printf("  tile     max s        max p            l       max |o|   inf/NaN yet\n");
     for (long i = 0; i < nt; i++)
-        printf("  %4ld  %8.3f  %11.4g  %11.4g   %s\n", i, t[i].max_s, t[i].max_p, t[i].l, t[i].nonfinite ? "yes" : "no");
+        printf("  %4ld  %8.3f  %11.4g  %11.4g   %11.4g   %s\n", i, t[i].max_s, t[i].max_p, t[i].l, t[i].max_o,
+               t[i].nonfinite ? "yes" : "no");
     for (long i = 0; csv && i < nt; i++)
-        fprintf(csv, "%s,%s,%g,%ld,%ld,%.6g,%.6g,%.6g,%d\n", break_names[brk], fp16 ? "fp16" : "fp32", u->scale, row, i,
-                t[i].max_s, t[i].max_p, t[i].l, t[i].nonfinite);
+        fprintf(csv, "%s,%s,%g,%ld,%ld,%.6g,%.6g,%.6g,%.6g,%d\n", break_names[brk], fp16 ? "fp16" : "fp32", u->scale, row, i,
+                t[i].max_s, t[i].max_p, t[i].l, t[i].max_o, t[i].nonfinite);
     printf("  output vs reference: %zu non-finite of %zu, max abs %.3g\n", r.e.n_nonfinite, r.e.n, r.e.max_abs);
     tfree(t);
 }
@@ -345,15 +361,22 @@ int main(int argc, char **argv)
            o.B, o.H, o.N, o.D, o.BR, o.BC, (o.N + o.BC - 1) / o.BC, scale, in.max_s);
     if (trace) {
         long row = trace_row;
-        if (row < 0) { /* the row holding the largest score of head 0 */
+        const char *why = "as asked (--trace-row)";
+        if (row < 0) { /* the row where the first inf appears (the one the answer line names), if in head 0 */
+            Result r = run(&u, &in, brk < 0 ? BREAK_NO_MAX : brk, fp16, 0, o.BC, 0, NULL);
+            if (r.first.tile >= 0 && r.first.head == 0) { row = r.first.row; why = "the row of the first inf"; }
+        }
+        if (row < 0) { /* else the row holding the largest score of head 0 */
             float best = -INFINITY;
             for (long i = 0; i < o.N; i++)
                 for (long j = 0; j < o.N; j++) {
                     float s = dot_f32(in.q + i * o.D, in.k + j * o.D, o.D) / sqrtf((float)o.D);
                     if (s > best) { best = s; row = i; }
                 }
+            why = "the row holding the largest score; nothing overflows";
         }
-        FILE *tcsv = o.csv ? csv_open(o.csv, "break,dtype,score_scale,row,tile,max_s,max_p,l,nonfinite") : NULL;
+        printf("traced: query row %ld of head 0 (%s)\n", row, why);
+        FILE *tcsv = o.csv ? csv_open(o.csv, "break,dtype,score_scale,row,tile,max_s,max_p,l,max_o,nonfinite") : NULL;
         print_trace(&u, &in, brk < 0 ? BREAK_NO_MAX : brk, fp16, row, tcsv);
         if (tcsv) fclose(tcsv);
         free_inputs(&in);

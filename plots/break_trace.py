@@ -1,7 +1,9 @@
-"""break_trace.py: Break 1 per K/V tile: max p and l of the traced row, fp16
-and fp32, log y, with fp16's 65504 and fp32's 3.4e38 drawn and the first inf
-marked. Reads step 07's --trace --csv files (one or more).
-    python3 plots/break_trace.py OUT.png TRACE_FP16.csv TRACE_FP32.csv"""
+"""break_trace.py: Break 1 (no running max), the traced query row's state after each K/V tile, one column
+per trace file (fp16, fp32). Top: max p, l and max |o| of the row (log), with the dtype's largest finite
+number, which is what they overflow past; an inf is drawn in a grey band above, one marker per quantity
+side by side, so that no inf hides another. Bottom: max s of the tile, with the score at which e^s
+passes that number (11.09 for fp16, 88.72 for fp32). Reads step 07's --trace --csv files.
+    python3 plots/break_trace.py OUT.png TRACE_FP16.csv [TRACE_FP32.csv ...]"""
 import math
 import sys
 
@@ -9,29 +11,55 @@ import matplotlib.pyplot as plt
 
 import csvio
 
+MAXF = {"fp16": (65504.0, "65504"), "fp32": (3.4028235e38, "3.4e38")}
+SERIES = (("max_p", "o", "tab:blue", "max p"), ("l", "s", "tab:orange", "l"), ("max_o", "^", "tab:green", "max |o|"))
+
 if len(sys.argv) < 3:
     sys.exit(f"usage: {sys.argv[0]} OUT.png TRACE.csv [TRACE.csv ...]")
 out, srcs = sys.argv[1], sys.argv[2:]
-fig, ax = plt.subplots(figsize=(7, 4.5))
-for src in srcs:
-    rows = csvio.read(src, ["break", "dtype", "score_scale", "tile", "max_p", "l", "nonfinite"])
-    dt, sc = rows[0]["dtype"], rows[0]["score_scale"]
-    for col, style in (("max_p", "o-"), ("l", "s--")):
-        pts = [(csvio.num(r, "tile", src), csvio.num(r, col, src)) for r in rows]
-        fin = [(t, v) for t, v in pts if math.isfinite(v)]
-        line = ax.plot(*zip(*fin), style, label=f"{col}, {dt}, score scale {sc}")[0] if fin else None
-        inf = [t for t, v in pts if not math.isfinite(v)]
-        if inf:  # inf cannot be drawn on a log axis: a marker on the top edge at each tile where it is inf
-            ax.plot(inf, [1e39] * len(inf), "v", ms=9, color=line.get_color() if line else "k",
-                    label=f"{col} = inf ({dt}), first at tile {inf[0]:.0f}")
-ax.axhline(65504, color="tab:orange", ls="--", label="fp16 max 65504")
-ax.axhline(3.4e38, color="tab:purple", ls="--", label="fp32 max 3.4e38")
-ax.set_yscale("log")
-ax.set_xlabel("K/V tile")
-ax.set_ylabel("value")
-ax.set_title("step 07, Break 1 (no running max): p and l per tile")
-ax.grid(True, alpha=0.3)
-ax.legend(fontsize=7)
+fig, axes = plt.subplots(2, len(srcs), figsize=(6.2 * len(srcs), 6.6), squeeze=False, sharex="col",
+                         gridspec_kw={"height_ratios": [2.2, 1]})
+for col, src in enumerate(srcs):
+    ax, axs = axes[0][col], axes[1][col]
+    rows = csvio.read(src, ["break", "dtype", "score_scale", "row", "tile", "max_s", "max_p", "l", "max_o", "nonfinite"])
+    dt, sc, row = rows[0]["dtype"], rows[0]["score_scale"], rows[0]["row"]
+    if dt not in MAXF:
+        sys.exit(f"{sys.argv[0]}: {src}: dtype '{dt}', expected fp16 or fp32")
+    top, top_s = MAXF[dt]
+    tiles = [int(csvio.num(r, "tile", src)) for r in rows]
+    vals = {c: [csvio.num(r, c, src) for r in rows] for c, *_ in SERIES}
+    fin = [v for c in vals for v in vals[c] if math.isfinite(v) and v > 0]
+    lo, hi = math.log10(min(fin + [top]) / 10), math.log10(max(fin + [top]) * 10)
+    band = (10 ** hi, 10 ** (hi + 0.25 * (hi - lo)))  # the "inf" band: a quarter of the axis above the data
+    ax.axhspan(*band, color="0.9")
+    mid = math.sqrt(band[0] * band[1])
+    ax.text(tiles[0] - 0.45, mid, "inf", va="center", ha="left", fontsize=9, color="0.3")
+    for k, (c, mk, color, name) in enumerate(SERIES):
+        y = [v if math.isfinite(v) and v > 0 else float("nan") for v in vals[c]]  # NaN breaks the line at an inf
+        ax.plot(tiles, y, mk + "-", color=color, label=name)
+        inf = [t for t, v in zip(tiles, vals[c]) if not math.isfinite(v)]
+        if inf:  # side by side in the band: p left, l middle, |o| right
+            ax.plot([t + (k - 1) * 0.16 for t in inf], [mid] * len(inf), mk, color=color, ms=9,
+                    label=f"{name} = inf, from tile {inf[0]}")
+    ax.axhline(top, color="tab:red", ls="--", lw=1.2, label=f"{dt}'s largest number, {top_s}")
+    ax.set_yscale("log")
+    ax.set_ylim(10 ** lo, band[1])
+    ax.set_ylabel("the row's max p, l, max |o|")
+    ax.set_title(f"{dt}, score scale {sc}: query row {row}")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, alpha=0.3)
+    s = [csvio.num(r, "max_s", src) for r in rows]
+    axs.plot(tiles, s, "D-", color="0.3", label="max s of the tile")
+    axs.axhline(math.log(top), color="tab:red", ls="--", lw=1.2,
+                label=f"s = {math.log(top):.2f}: e^s passes {top_s}")
+    axs.set_ylim(0, max(s + [math.log(top)]) * 1.25)
+    axs.set_ylabel("max s (score)")
+    axs.set_xlabel("K/V tile")
+    axs.set_xticks(tiles)
+    axs.set_xlim(tiles[0] - 0.5, tiles[-1] + 0.5)
+    axs.legend(fontsize=7, loc="lower right")
+    axs.grid(True, alpha=0.3)
+fig.suptitle("step 07, Break 1 (no running max): the traced row after each K/V tile (./step07 --trace)")
 fig.tight_layout()
 fig.savefig(out, dpi=120)
 print(f"wrote {out}")
