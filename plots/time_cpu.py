@@ -7,7 +7,8 @@ import matplotlib.pyplot as plt
 import csvio
 
 src, out = csvio.args(2, "STEP02.csv OUT.png")
-rows = [r for r in csvio.read(src, ["device", "dtype", "B", "H", "N", "D", "method", "status", "ms"]) if r["status"] == "ok"]
+allrows = csvio.read(src, ["device", "dtype", "B", "H", "N", "D", "method", "status", "ms"])
+rows = [r for r in allrows if r["status"] == "ok"]
 if not rows:
     raise SystemExit(f"{src}: no completed runs to draw")
 fig, (ax_t, ax_f) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -22,6 +23,10 @@ for method, color in (("naive", "tab:red"), ("tiled", "tab:blue"), ("fused", "ta
           for (n, r), t in zip(rs, ms)]
     series[method] = dict(zip(ns, ms))
     ax_t.plot(ns, ms, "o-", color=color, label=method)
+    oom = sorted(csvio.num(r, "N", src) for r in allrows if r["method"] == method and r["status"] != "ok")
+    if oom:  # say why a line stops: the run did not fit under the memory limit
+        ax_t.annotate(f"{method}: out of memory\nfrom N = {oom[0]:.0f}", (ns[-1], ms[-1]), textcoords="offset points",
+                      xytext=(6, -34), fontsize=8, color=color)
     ax_f.plot(ns, tf, "o-", color=color, label=method)
 other = "tiled" if "tiled" in series else "fused"
 if "naive" in series and other in series:
@@ -39,7 +44,7 @@ for ax in (ax_t, ax_f):
 ax_t.set_yscale("log")
 ax_t.set_ylabel("ms")
 ax_f.set_ylabel("GFLOP/s (4 B H N^2 D / time)")
-ax_f.set_title(f"step 02 sweep, {rows[0]['device']}, {rows[0]['dtype']}")
+ax_f.set_title(f"step 02 sweep, {rows[0]['device']}, {rows[0]['dtype']}, B={rows[0]['B']} H={rows[0]['H']} D={rows[0]['D']}")
 fig.tight_layout()
 fig.savefig(out, dpi=120)
 print(f"wrote {out}")
