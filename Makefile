@@ -86,7 +86,7 @@ EXTRA_C_step04  := 01_naive/naive.c
 EXTRA_CU_step05 := 01_naive/naive_gpu.cu
 EXTRA_CU_step06 := 05_cuda_fused/registry.cu $(wildcard 05_cuda_fused/kernel*.cu) 01_naive/naive_gpu.cu
 EXTRA_C_step06  := 07_break_it/breaks.c
-EXTRA_C_step07  := 06_causal/causal.c
+EXTRA_C_step07  := 06_causal/causal.c 01_naive/naive.c
 
 # The training of step 06 (./step06 --train) spends its time in loops over the model's channels
 # (y += a x, of unknown length at compile time), which gcc vectorizes only from -O3; the result is

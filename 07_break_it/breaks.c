@@ -97,3 +97,19 @@ int break_forward_cpu(const float *q, const float *k, const float *v, float *out
     tfree(s); tfree(o); tfree(m); tfree(l);
     return 0;
 }
+
+void break_inputs(float *q, float *k, float *v, long bh, long N, long D, double scale, int neg_rows, uint64_t seed)
+{
+    const size_t n = (size_t)bh * N * D;
+    make_qkv(q, k, v, n, seed);
+    if (neg_rows) { /* keys share a +3 offset; queries of the first half point the other way, hard */
+        for (size_t i = 0; i < n; i++) k[i] += 3.0f;
+        for (long h = 0; h < bh; h++)
+            for (long i = 0; i < N / 2; i++)
+                for (long d = 0; d < D; d++) q[((size_t)h * N + i) * D + d] = -12.0f;
+    }
+    for (size_t i = 0; i < n; i++) q[i] *= (float)scale;
+    round_to_dtype(q, n, DT_FP16); /* the same inputs for fp16 and fp32 runs: fp16-representable */
+    round_to_dtype(k, n, DT_FP16);
+    round_to_dtype(v, n, DT_FP16);
+}

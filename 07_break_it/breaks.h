@@ -2,6 +2,8 @@
 #ifndef BREAKS_H
 #define BREAKS_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -38,6 +40,11 @@ typedef struct {
 int break_forward_cpu(const float *q, const float *k, const float *v, float *o,  // [bh, N, D]
                       long bh, long N, long D, long BR, long BC, int brk, int causal, int fp16,
                       long trace_row, TraceTile *trace, FirstInf *first);
+
+/* The inputs of step 07 (and of its grader's sets): Q, K, V of [bh, N, D] from the seed, Q multiplied by
+ * scale (the scores scale with it); neg_rows: the first N/2 rows of each head score below about -100
+ * against every key (Break 3's case). Rounded to fp16, so that fp16 and fp32 runs see the same numbers. */
+void break_inputs(float *q, float *k, float *v, long bh, long N, long D, double scale, int neg_rows, uint64_t seed);
 
 /* The same breaks in a CUDA kernel (one thread per query row, step 05's
  * kernel 1 shape). Host pointers [bh, N, D]: it uploads, runs, downloads

@@ -26,6 +26,7 @@
 #include "common.h"
 #include "gpu.h"
 #include "breaks.h"
+#include "grade.h"
 #include "../06_causal/causal.h"
 
 #include <math.h>
@@ -51,17 +52,7 @@ static Inputs make_inputs(const Setup *u)
     long bh = u->B * u->H;
     in.n = (size_t)bh * u->N * u->D;
     in.q = xmalloc(in.n * 4, "Q"); in.k = xmalloc(in.n * 4, "K"); in.v = xmalloc(in.n * 4, "V");
-    make_qkv(in.q, in.k, in.v, in.n, u->seed);
-    if (u->neg_rows) { /* keys share a +3 offset; queries of the first half point the other way, hard */
-        for (size_t i = 0; i < in.n; i++) in.k[i] += 3.0f;
-        for (long h = 0; h < bh; h++)
-            for (long i = 0; i < u->N / 2; i++)
-                for (long d = 0; d < u->D; d++) in.q[((size_t)h * u->N + i) * u->D + d] = -12.0f;
-    }
-    for (size_t i = 0; i < in.n; i++) in.q[i] *= (float)u->scale;
-    round_to_dtype(in.q, in.n, DT_FP16); /* the same inputs for fp16 and fp32 runs: fp16-representable */
-    round_to_dtype(in.k, in.n, DT_FP16);
-    round_to_dtype(in.v, in.n, DT_FP16);
+    break_inputs(in.q, in.k, in.v, bh, u->N, u->D, u->scale, u->neg_rows, u->seed);
     in.ref = xmalloc(in.n * sizeof(double), "reference");
     ref_attention(in.q, in.k, in.v, bh, u->N, u->D, 0, in.ref);
     in.max_s = -INFINITY;
@@ -289,6 +280,7 @@ static int run_checks(const Setup *u, int gpu)
                "rows with scores < -100: max-zero breaks them (%zu bad elements), intact does not (%zu)", z.e.n_bad, zi.e.n_bad);
         free_inputs(&ni);
     }
+    grade_checks();
     if (!gpu) report_skip("gpu", gpu_available() ? "--device cpu" : "no CUDA device");
     return report_finish();
 }
@@ -304,7 +296,10 @@ static void usage(const Opts *o)
            "  --score-scale X        multiply Q by X, so the scores grow by X (default 1)\n"
            "  --trace                per K/V tile of one query row: max s, max p, l, max |o|, inf/NaN yet\n"
            "  --trace-row R          the query row traced (default: the row of the first inf, else of the largest score)\n"
-           "  --diagnose             run each known break through the diagnosis and check it names the cause\n");
+           "  --diagnose             run each known break through the diagnosis and check it names the cause\n"
+           "  --assignment DIR       write input sets for a student's own tiled attention (and DIR/README.txt)\n"
+           "  --grade DIR            grade the student's DIR/out_SET.npy: PASS per set, or the break it shows\n"
+           "  --q/--k/--v FILE.npy --out FILE.npy [--causal]   run --break (default none) on these inputs, save O\n");
 }
 
 static void print_trace(const Setup *u, const Inputs *in, int brk, int fp16, long row, FILE *csv)
@@ -331,8 +326,9 @@ int main(int argc, char **argv)
     int brk = -1, trace = 0, diag = 0;
     long trace_row = -1;
     double scale = 1;
-    opts_init(&o, "step07", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_DEVICE,
-              (1u << DT_FP32) | (1u << DT_FP16));
+    const char *assignment = NULL, *grade = NULL;
+    opts_init(&o, "step07", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_DEVICE | OPT_NPY |
+              OPT_CAUSAL, (1u << DT_FP32) | (1u << DT_FP16));
     o.B = 2; o.H = 4; o.N = 256; o.D = 64; o.BR = 64; o.BC = 64;
     for (int i = 1; i < argc; i++) {
         if (opts_parse_common(&o, argc, argv, &i)) continue;
@@ -341,10 +337,42 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--trace")) { trace = 1; continue; }
         if (!strcmp(argv[i], "--trace-row")) { const char *opt = argv[i]; trace_row = parse_long(opt, opt_value(argc, argv, &i), 0, 1048575); continue; }
         if (!strcmp(argv[i], "--diagnose")) { diag = 1; continue; }
+        if (!strcmp(argv[i], "--assignment") || !strcmp(argv[i], "--grade")) {
+            const char **dst = argv[i][2] == 'a' ? &assignment : &grade, *opt = argv[i];
+            *dst = opt_value(argc, argv, &i);
+            if (!**dst) usage_error("option %s: empty directory name", opt);
+            continue;
+        }
         usage_error("unknown option '%s' (see --help)", argv[i]);
     }
     if (o.help) { usage(&o); return 0; }
+    if (assignment) return grade_assignment(assignment, o.seed);
+    if (grade) return grade_dir(grade, 1, NULL);
+    if (o.outfile && !o.qfile) usage_error("option --out needs --q, --k and --v: the inputs whose output it saves");
+    if (o.causal && !o.qfile) usage_error("option --causal goes with --q/--k/--v/--out (the other runs are non-causal)");
     opts_validate(&o, sizeof(float));
+    if (o.qfile) { /* a break on given inputs, saved: what a student's broken kernel would write */
+        float *q, *k, *v;
+        inputs_load_or_make(&o, &q, &k, &v);
+        const size_t n = (size_t)o.B * o.H * o.N * o.D;
+        float *out = xmalloc(n * 4, "O");
+        double *ref = xmalloc(n * sizeof(double), "reference");
+        const int b = brk < 0 ? BREAK_NONE : brk;
+        if (break_forward_cpu(q, k, v, out, o.B * o.H, o.N, o.D, o.BR, o.BC, b, o.causal, o.dtype == DT_FP16, 0, NULL,
+                              NULL) != 0) { fprintf(stderr, "step07: out of memory for the tiles\n"); return EXIT_FAIL; }
+        ref_attention(q, k, v, o.B * o.H, o.N, o.D, o.causal, ref);
+        char eb[128];
+        Err e = compare(out, ref, n, 1e-5, 1e-5);
+        printf("--break %s, %s, BR=%ld BC=%ld%s: %s%s\n", break_names[b], dtype_name(o.dtype), o.BR, o.BC,
+               o.causal ? ", causal" : "", fmt_err(&e, eb, sizeof eb), e.n_nonfinite ? " (inf/NaN in the output)" : "");
+        const long shape[4] = {o.B, o.H, o.N, o.D};
+        if (o.outfile) {
+            if (npy_save(o.outfile, out, shape, 4, DT_FP32) != 0) usage_error("option --out: cannot write %s", o.outfile);
+            printf("wrote %s\n", o.outfile);
+        }
+        tfree(q); tfree(k); tfree(v); tfree(out); tfree(ref);
+        return EXIT_OK;
+    }
     if (o.D != 32 && o.D != 64 && o.D != 128 && o.device == DEV_GPU)
         usage_error("option --dim: the GPU break kernel takes D = 32, 64 or 128, not %ld", o.D);
     if (trace_row >= o.N) usage_error("option --trace-row: %ld is past the last row (N = %ld)", trace_row, o.N);

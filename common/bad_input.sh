@@ -75,6 +75,19 @@ bad step06 "train: > 256 symbols" --train --data "$tmp/many.txt"
 bad step06 "train: steps 0"       --train --steps 0
 bad step06 "steps without train"  --steps 20
 bad step06 "train on the gpu"     --train --device gpu
+if [ -x ./step07 ]; then   # a graded assignment with one output truncated, one of the wrong shape, one missing
+    ./step07 --assignment "$tmp/a" >/dev/null 2>&1
+    for s in multi one_tile negative causal large; do cp "$tmp/a/q_$s.npy" "$tmp/a/out_$s.npy"; done
+    head -c 1000 "$tmp/a/q_multi.npy" >"$tmp/a/out_multi.npy"
+    mkdir -p "$tmp/b" && cp "$tmp/a"/*.npy "$tmp/b/" && cp "$tmp/a/q_one_tile.npy" "$tmp/b/out_multi.npy"
+    mkdir -p "$tmp/c" && cp "$tmp/b"/*.npy "$tmp/c/" && cp "$tmp/a/q_multi.npy" "$tmp/c/out_multi.npy" && rm "$tmp/c/out_large.npy"
+fi
+bad step07 "grade: output truncated" --grade "$tmp/a"
+bad step07 "grade: output wrong shape" --grade "$tmp/b"
+bad step07 "grade: output missing" --grade "$tmp/c"
+bad step07 "grade: no such dir"   --grade "$tmp/none"
+bad step07 "assignment: unwritable" --assignment /proc/step07-assignment
+bad step07 "out without inputs"   --out "$tmp/o.npy"
 bad step07 "bad break"          --break everything
 bad step07 "score-scale nan"    --score-scale nan
 # Out of memory is not a usage error: exit 1, one line with the bytes asked for.

@@ -1,0 +1,27 @@
+/* grade.h: step 07's grader (grade.c): input sets for a student's own tiled attention, and the diagnosis of
+ * what the student wrote back. Any language that writes .npy can be graded. */
+#ifndef GRADE_H
+#define GRADE_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Write the input sets (q_SET.npy, k_SET.npy, v_SET.npy) and README.txt into dir (made if missing).
+ * Returns 0, or exits 2 with one line if dir cannot be written. */
+int grade_assignment(const char *dir, unsigned long long seed);
+
+/* Read the sets and the student's out_SET.npy from dir, compare each with the float64 reference, print
+ * one line per set and the diagnosis. Returns 0 (all right), 1 (something wrong); a missing or malformed
+ * file exits 2 with one line naming it. *cause (may be NULL) gets the diagnosis, NULL if all right. */
+int grade_dir(const char *dir, int print, const char **cause);
+
+/* The grader's own checks (PASS/FAIL lines): the repository's own breaks are written as a student would,
+ * graded, and must get their own diagnosis; the intact forward must pass. */
+void grade_checks(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
