@@ -91,6 +91,7 @@ static void usage(const Opts *o)
 int main(int argc, char **argv)
 {
     Opts o;
+    opts_expand(&argc, &argv);
     opts_init(&o, "step01", OPT_SHAPE | OPT_DTYPE | OPT_CAUSAL | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK |
                   OPT_NPY | OPT_DEVICE, (1u << DT_FP32) | (1u << DT_FP16));
     o.repeat = 3;

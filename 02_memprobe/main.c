@@ -250,6 +250,7 @@ int main(int argc, char **argv)
     long Ns[32];
     int nN = 0;
     size_t limit = 0;
+    opts_expand(&argc, &argv);
     opts_init(&o, "step02", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_DEVICE,
               (1u << DT_FP32) | (1u << DT_FP16));
     o.B = 2; o.H = 8; o.D = 64; o.BR = 64; o.BC = 64;

@@ -181,6 +181,7 @@ static void usage(const Opts *o)
 int main(int argc, char **argv)
 {
     Opts o;
+    opts_expand(&argc, &argv);
     opts_init(&o, "step03", OPT_SHAPE | OPT_BLOCK | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_NPY, 1u << DT_FP32);
     o.B = 2; o.H = 4; o.N = 256; o.D = 32; o.BR = 32; o.BC = 32;
     for (int i = 1; i < argc; i++)

@@ -302,6 +302,7 @@ int main(int argc, char **argv)
 {
     Opts o;
     const char *csv_state = NULL;
+    opts_expand(&argc, &argv);
     opts_init(&o, "step04", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_CAUSAL | OPT_SEED | OPT_REPEAT | OPT_CSV |
                   OPT_CHECK | OPT_NPY, (1u << DT_FP32) | (1u << DT_FP16));
     o.B = 2; o.H = 4; o.N = 256; o.D = 32; o.BR = 32; o.BC = 32; /* the chapter's Step 4 */
@@ -316,6 +317,9 @@ int main(int argc, char **argv)
     if (o.check) return run_checks(o.seed);
 
     char eb[128], b1[32], b2[32];
+    size_t n = (size_t)o.B * o.H * o.N * o.D;
+    float *q, *k, *v;
+    inputs_load_or_make(&o, &q, &k, &v); /* first: a bad --q file is refused before anything is printed */
     printf("step04: the online softmax, then the one-pass tiled forward\n\n");
     printf("-- the streaming softmax on one vector (the lessons' worked examples)\n");
     int ok = run_worked(&worked[0], 1);
@@ -323,9 +327,6 @@ int main(int argc, char **argv)
     ok &= run_worked(&worked[1], 1);
 
     /* The chapter's Step 4: B=2 H=4 N=256 D=32, BR=BC=32, against naive. */
-    size_t n = (size_t)o.B * o.H * o.N * o.D;
-    float *q, *k, *v;
-    inputs_load_or_make(&o, &q, &k, &v);
     round_to_dtype(q, n, o.dtype); round_to_dtype(k, n, o.dtype); round_to_dtype(v, n, o.dtype);
     float *out = xmalloc(n * 4, "O"), *nv = xmalloc(n * 4, "naive O");
     double *ref = xmalloc(n * sizeof(double), "reference");

@@ -246,6 +246,7 @@ int main(int argc, char **argv)
     Opts o;
     TrainOpts t;
     int mode = MASK_ABSOLUTE, training = 0;
+    opts_expand(&argc, &argv);
     opts_init(&o, "step06", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK | OPT_DEVICE,
               (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16));
     train_opts_init(&t);

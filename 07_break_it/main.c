@@ -327,6 +327,7 @@ int main(int argc, char **argv)
     long trace_row = -1;
     double scale = 1;
     const char *assignment = NULL, *grade = NULL;
+    opts_expand(&argc, &argv);
     opts_init(&o, "step07", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_DEVICE | OPT_NPY |
               OPT_CAUSAL, (1u << DT_FP32) | (1u << DT_FP16));
     o.B = 2; o.H = 4; o.N = 256; o.D = 64; o.BR = 64; o.BC = 64;

@@ -18,6 +18,7 @@ mknpy "$tmp/ok.npy" '<f4' '(1, 1, 4, 8)' 128        # a good [1,1,4,8] float32
 mknpy "$tmp/other.npy" '<f4' '(1, 1, 5, 8)' 160     # a good file of another shape
 mknpy "$tmp/short.npy" '<f4' '(1, 1, 4, 8)' 100     # data truncated
 printf 'not a numpy file' >"$tmp/junk.npy"
+mknpy "$tmp/nan.npy" '<f4' '(1, 1, 4, 8)' 124 && printf '\000\000\300\177' >>"$tmp/nan.npy"  # last value NaN
 # text files for step06 --train --data
 : >"$tmp/empty.txt"
 printf 'text\000with a NUL byte' >"$tmp/binary.txt"
@@ -61,6 +62,9 @@ bad step02 "empty seq-list"     --seq-list ''
 bad step03 "block zero"         --br 0
 bad step03 "block not integer"  --bc 1.5
 bad step04 "dtype bf16 on cpu"  --dtype bf16
+bad step04 "NaN in --q"         --q "$tmp/nan.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy"
+bad step04 "--opt=value, bad value" --seq=12abc
+bad step04 "--opt=, empty value" --seq=
 bad step04 "dim too large"      --dim 100000
 bad step04 "seed negative"      --seed -1
 bad step05 "kernel 0"           --kernel 0

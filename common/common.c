@@ -28,6 +28,29 @@ void usage_error(const char *fmt, ...)
     exit(EXIT_USAGE);
 }
 
+void opts_expand(int *argc, char ***argv)
+{
+    int extra = 0;
+    for (int i = 1; i < *argc; i++) extra += !strncmp((*argv)[i], "--", 2) && strchr((*argv)[i], '=') != NULL;
+    if (!extra) return;
+    char **out = malloc(((size_t)*argc + (size_t)extra + 1) * sizeof *out);
+    if (!out) { fprintf(stderr, "%s: out of memory for the command line\n", g_prog); exit(EXIT_FAIL); }
+    int n = 0;
+    for (int i = 0; i < *argc; i++) {
+        const char *a = (*argv)[i], *eq = i > 0 && !strncmp(a, "--", 2) ? strchr(a, '=') : NULL;
+        if (!eq) { out[n++] = (*argv)[i]; continue; }
+        char *name = malloc((size_t)(eq - a) + 1);  /* --opt=value -> --opt value, as GNU tools take it */
+        if (!name) { fprintf(stderr, "%s: out of memory for the command line\n", g_prog); exit(EXIT_FAIL); }
+        memcpy(name, a, (size_t)(eq - a));
+        name[eq - a] = '\0';
+        out[n++] = name;
+        out[n++] = (char *)(eq + 1);
+    }
+    out[n] = NULL;
+    *argc = n;
+    *argv = out; /* lives as long as the program: argv does */
+}
+
 const char *opt_value(int argc, char **argv, int *i)
 {
     if (*i + 1 >= argc)
@@ -805,6 +828,22 @@ void inputs_load_or_make(Opts *o, float **q, float **k, float **v)
         *q = npy_load("--q", o->qfile, shp, 4);
         *k = npy_load("--k", o->kfile, shp, 4);
         *v = npy_load("--v", o->vfile, shp, 4);
+        const float *x[3] = {*q, *k, *v};
+        const char *opt[3] = {"--q", "--k", "--v"}, *file[3] = {o->qfile, o->kfile, o->vfile};
+        for (int t = 0; t < 3; t++) { /* NaN in gives NaN out: say so here, not as a failed comparison later */
+            size_t nans = 0, infs = 0, first = 0;
+            for (size_t i = 0; i < n; i++)
+                if (!f32_is_finite(x[t][i])) {
+                    if (!nans && !infs) first = i;
+                    if (x[t][i] != x[t][i]) nans++; else infs++;
+                }
+            if (nans || infs)
+                usage_error("option %s: %s holds %zu NaN and %zu inf values (the first at index %zu, [b, h, n, d] = "
+                            "[%zu, %zu, %zu, %zu]): attention of them is NaN, and this step checks against a finite "
+                            "reference; give finite inputs", opt[t], file[t], nans, infs, first,
+                            first / ((size_t)o->H * o->N * o->D), first / ((size_t)o->N * o->D) % (size_t)o->H,
+                            first / (size_t)o->D % (size_t)o->N, first % (size_t)o->D);
+        }
         return;
     }
     *q = xmalloc(n * sizeof(float), "Q");

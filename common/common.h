@@ -77,6 +77,9 @@ int opts_parse_common(Opts *o, int argc, char **argv, int *i);
  * size_t overflow of B*H*N*D*elem). Exits 2 on failure. */
 void opts_validate(Opts *o, size_t elem_bytes);
 
+/* --opt=value becomes --opt value (GNU style), before any option is parsed. Call first in main. */
+void opts_expand(int *argc, char ***argv);
+
 /* For a step's own options. Each exits 2 with one line naming the option. */
 const char *opt_value(int argc, char **argv, int *i); /* the value after argv[*i] */
 long parse_long(const char *opt, const char *s, long lo, long hi);
