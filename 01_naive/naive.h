@@ -31,6 +31,16 @@ int naive_attention_gpu(const void *q, const void *k, const void *v, void *o, lo
  * cudaMalloc and cudaFree are not what is timed. */
 void naive_attention_gpu_ws(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D,
                             int dtype, int causal, void *S, void *P, void *stream);
+/* The backward of naive_attention_gpu_ws, with P [B, H, N, N] as that forward
+ * left it (causal: zeros above the diagonal): dV = P^T dO, dP = dO V^T,
+ * dS = P o (dP - rowsum(dP o P)), dQ = dS K / sqrt(D), dK = dS^T Q / sqrt(D),
+ * with cuBLAS and one row kernel. dS ([B, H, N, N] of dtype) holds dP, then dS
+ * (the forward's S buffer may be passed). dout, dq, dk, dv: [B, H, N, D].
+ * Asynchronous; the baseline of step 05's backward kernels. */
+void naive_attention_backward_gpu_ws(const void *q, const void *k, const void *v, const void *dout, const void *P,
+                                     void *dS, void *dq, void *dk, void *dv, long B, long H, long N, long D, int dtype,
+                                     void *stream);
+
 /* The naive GPU result's max abs error against the float64 reference at this
  * shape and seed (inputs rounded to dtype): the yardstick of FlashAttention's
  * accuracy rule for the fp16/bf16 kernels. -1 if S and P do not fit. */

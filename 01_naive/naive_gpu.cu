@@ -114,6 +114,74 @@ extern "C" void naive_attention_gpu_ws(const void *q, const void *k, const void 
                                             o, t, (int)D, (long long)N * D, (int)bh, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+// --- the backward, the same way ----------------------------------------------------
+
+/* dS = P o (dP - Delta) with Delta_i = sum_j dP_ij P_ij, the row's dot product of
+ * dP and P (naive attention has the whole row of P, so it needs no O), in place
+ * over dP. One warp per row: pass 1 sums Delta, pass 2 writes dS. Masked
+ * entries have P = 0, so they get dS = 0 with no test. */
+template <typename T>
+__global__ void softmax_backward_rows(const T *__restrict__ P,  // [B*H, N, N]
+                                      T *__restrict__ dS,       // [B*H, N, N]: dP in, dS out
+                                      long rows, long N)
+{
+    const long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    const T *p = P + row * N;
+    T *ds = dS + row * N;
+    float delta = 0.0f;
+    for (long j = lane; j < N; j += 32) delta += to_f(p[j]) * to_f(ds[j]);      // Delta_i = sum_j p_ij dp_ij
+    for (int off = 16; off > 0; off /= 2) delta += __shfl_xor_sync(0xffffffffu, delta, off);
+    for (long j = lane; j < N; j += 32) ds[j] = from_f<T>(to_f(p[j]) * (to_f(ds[j]) - delta)); // ds = p o (dp - Delta)
+}
+
+/* The backward of naive attention with P kept from the forward (the P
+ * naive_attention_gpu_ws wrote), four cuBLAS GEMMs and the kernel above:
+ *     dV = P^T dO,  dP = dO V^T,  dS = P o (dP - rowsum(dP o P)),
+ *     dQ = dS K / sqrt(D),  dK = dS^T Q / sqrt(D),
+ * dP and dS stored in dS ([B, H, N, N], dtype; the forward's S buffer can be
+ * passed: S is dead once P is made). Same storage rule as the forward: 16-bit
+ * dP and dS, fp32 accumulation in the GEMMs and the kernel. */
+extern "C" void naive_attention_backward_gpu_ws(const void *q, const void *k, const void *v, const void *dout,
+                                               const void *P, void *dS, void *dq, void *dk, void *dv, long B, long H,
+                                               long N, long D, int dtype, void *stream)
+{
+    const long bh = B * H;
+    cudaStream_t st = (cudaStream_t)stream;
+    cudaDataType_t t = cuda_type(dtype);
+    const float scale = 1.0f / sqrtf((float)D), one = 1.0f, zero = 0.0f;
+    const long long sND = (long long)N * D, sNN = (long long)N * N;
+    CUBLAS_CHECK(cublasSetStream(handle(), st));
+    /* Row-major X [r, c] is column-major X^T: each product below is written
+     * for the transposes. dV^T = dO^T P: op(dO) = N, op(P) = T. */
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle(), CUBLAS_OP_N, CUBLAS_OP_T, (int)D, (int)N, (int)N, &one, dout, t,
+                                            (int)D, sND, P, t, (int)N, sNN, &zero, dv, t, (int)D, sND, (int)bh,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    /* dP = dO V^T, as the forward's S = Q K^T with (K, Q) -> (V, dO). */
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle(), CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)N, (int)D, &one, v, t,
+                                            (int)D, sND, dout, t, (int)D, sND, &zero, dS, t, (int)N, sNN, (int)bh,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    const long rows = bh * N;
+    const int warps = 8;
+    const unsigned grid = (unsigned)((rows + warps - 1) / warps);
+    if (dtype == DT_FP32)
+        softmax_backward_rows<float><<<grid, 32 * warps, 0, st>>>((const float *)P, (float *)dS, rows, N);
+    else if (dtype == DT_FP16)
+        softmax_backward_rows<__half><<<grid, 32 * warps, 0, st>>>((const __half *)P, (__half *)dS, rows, N);
+    else
+        softmax_backward_rows<__nv_bfloat16><<<grid, 32 * warps, 0, st>>>((const __nv_bfloat16 *)P, (__nv_bfloat16 *)dS, rows, N);
+    CUDA_CHECK_LAST();
+    /* dQ^T = K^T dS^T (as the forward's O = P V), times 1/sqrt(D). */
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle(), CUBLAS_OP_N, CUBLAS_OP_N, (int)D, (int)N, (int)N, &scale, k, t,
+                                            (int)D, sND, dS, t, (int)N, sNN, &zero, dq, t, (int)D, sND, (int)bh,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    /* dK^T = Q^T dS, times 1/sqrt(D). */
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle(), CUBLAS_OP_N, CUBLAS_OP_T, (int)D, (int)N, (int)N, &scale, q, t,
+                                            (int)D, sND, dS, t, (int)N, sNN, &zero, dk, t, (int)D, sND, (int)bh,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 // --- the matrix-product ceiling ----------------------------------------------------
 
 /* Values in [-1, 1) from a hash of the index: random enough that the GEMM is

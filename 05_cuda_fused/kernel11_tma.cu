@@ -21,6 +21,12 @@
  * signature differ from launch_tc.cuh's).
  * Built only for sm_90a, like kernel 10.
  *
+ * Like kernel 9 it writes L = m ln 2 + log l per row for the backward when
+ * asked (launch_l, L != NULL): one store per row after the loop. Measured
+ * (./step05 --backward --dtype fp16, B=2 H=8 N=4096, interleaved, median of
+ * 10): 0.214 vs 0.215 ms at D = 64 (+0.4%), 0.332 vs 0.331 at D = 128; across
+ * the --bench --backward shapes -2.0% to +1.0%, inside the timing's spread.
+ *
  * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
  * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
  * 374.2 TFLOP/s at D = 64 and 461.5 at D = 128, against kernel 10's 338.4 and
@@ -56,6 +62,7 @@ kernel11_tma(const T *__restrict__ Q,  // [B, H, N, D]
                const T *__restrict__ K,  // [B, H, N, D]
                const T *__restrict__ V,  // [B, H, N, D]
                T *__restrict__ O,        // [B, H, N, D]
+               float *__restrict__ L,    // [B, H, N] or NULL: L = m + log l per row, for the backward
                long N, long row_tiles, int causal, float scale_log2,
                const __grid_constant__ CUtensorMap tm_k,  // K, V as [B*H][N][D] for the copy engine
                const __grid_constant__ CUtensorMap tm_v)
@@ -213,10 +220,12 @@ kernel11_tma(const T *__restrict__ Q,  // [B, H, N, D]
 #pragma unroll
             for (int n = 0; n < D / 8; n++)
                 *reinterpret_cast<uint32_t *>(Oh + row * D + n * 8 + 2 * t) = pack2<T>(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+            if (L != nullptr && t == 0)   // the quad's four lanes hold the same m and l
+                L[bh * N + row] = lr > 0.0f ? m[h] * 0.69314718055994531f + logf(lr) : -INFINITY; // L = m + log l
         }
     }
 #else
-    (void)Q, (void)K, (void)V, (void)O, (void)N, (void)row_tiles, (void)causal, (void)scale_log2, (void)tm_k, (void)tm_v;
+    (void)Q, (void)K, (void)V, (void)O, (void)L, (void)N, (void)row_tiles, (void)causal, (void)scale_log2, (void)tm_k, (void)tm_v;
 #endif
 }
 
@@ -252,8 +261,8 @@ static int make_map(CUtensorMap *map, const void *base, long BH, long N, long D,
 }
 
 template <int D, typename T>
-static int launch_dt(const void *q, const void *k, const void *v, void *o, long B, long H, long N, int dtype, int causal,
-                     cudaStream_t s)
+static int launch_dt(const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N, int dtype,
+                     int causal, cudaStream_t s)
 {
     using S = K11Smem<D>;
     static CUtensorMap mk, mv;
@@ -275,13 +284,13 @@ static int launch_dt(const void *q, const void *k, const void *v, void *o, long 
     const long row_tiles = (N + K11_BR - 1) / K11_BR;
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
     kernel11_tma<D, T><<<(unsigned)(B * H * row_tiles), K11_WARPS * 32, S::bytes, s>>>(
-        (const T *)q, (const T *)k, (const T *)v, (T *)o, N, row_tiles, causal, scale_log2, mk, mv);
+        (const T *)q, (const T *)k, (const T *)v, (T *)o, Lp, N, row_tiles, causal, scale_log2, mk, mv);
     CUDA_CHECK_LAST();
     return 0;
 }
 
-static int k11_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
-                      int causal, void *stream)
+static int k11_launch_l(const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N, long D,
+                        int dtype, int causal, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     const char *why = wgmma_unavailable();
@@ -289,12 +298,18 @@ static int k11_launch(const void *q, const void *k, const void *v, void *o, long
         fprintf(stderr, "%s: %s\n", g_prog, why);
         return -1;
     }
-    if (dtype == DT_FP16 && D == 64) return launch_dt<64, __half>(q, k, v, o, B, H, N, dtype, causal, s);
-    if (dtype == DT_FP16 && D == 128) return launch_dt<128, __half>(q, k, v, o, B, H, N, dtype, causal, s);
-    if (dtype == DT_BF16 && D == 64) return launch_dt<64, __nv_bfloat16>(q, k, v, o, B, H, N, dtype, causal, s);
-    if (dtype == DT_BF16 && D == 128) return launch_dt<128, __nv_bfloat16>(q, k, v, o, B, H, N, dtype, causal, s);
+    if (dtype == DT_FP16 && D == 64) return launch_dt<64, __half>(q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if (dtype == DT_FP16 && D == 128) return launch_dt<128, __half>(q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if (dtype == DT_BF16 && D == 64) return launch_dt<64, __nv_bfloat16>(q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if (dtype == DT_BF16 && D == 128) return launch_dt<128, __nv_bfloat16>(q, k, v, o, Lp, B, H, N, dtype, causal, s);
     fprintf(stderr, "%s: kernel 11 takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, dtype_name(dtype), D);
     return -1;
+}
+
+static int k11_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
+                      int causal, void *stream)
+{
+    return k11_launch_l(q, k, v, o, NULL, B, H, N, D, dtype, causal, stream);
 }
 
 static void k11_describe(long D, int dtype, char *buf, size_t n)
@@ -305,5 +320,5 @@ static void k11_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel11 = {11, "wgmma + TMA", "kernel 10 with K and V copied by the tensor memory accelerator",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k11_launch, k11_describe, wgmma_unavailable};
+                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k11_launch, k11_describe, wgmma_unavailable, k11_launch_l};
 FUSED_REGISTER(kernel11);

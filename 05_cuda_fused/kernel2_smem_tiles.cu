@@ -25,6 +25,13 @@
  * 66 KB at D = 64 and 116 KB at D = 128, above the default 48 KB: asked for
  * with cudaFuncSetAttribute and checked against the device limit.
  *
+ * For the backward (bwd1_transcription.cu) it can also write L = m + log l,
+ * one float per row (launch_l, L != NULL): the row's m and l are already in
+ * registers at the end, so that is one store per row and one logf, behind a
+ * branch on L that is the same for the whole grid. Measured (./step05
+ * --backward, fp32, B=2 H=8 N=4096 D=64, interleaved, median of 10): 2.682 ms
+ * without L, 2.685 ms writing it (+0.1%).
+ *
  * Measured on the H100 80GB HBM3 (./step05, B=2 H=8 N=4096 D=64, fp32,
  * median of 10): 2.686 ms, 25.59 TFLOP/s, 1.08x the naive cuBLAS baseline
  * (2.899 ms, 23.70 TFLOP/s) in the same run. Full output: README.md.
@@ -54,14 +61,15 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
                    const float *__restrict__ K,  // [B, H, N, D]
                    const float *__restrict__ V,  // [B, H, N, D]
                    float *__restrict__ O,        // [B, H, N, D]
+                   float *__restrict__ L,        // [B, H, N] or NULL: L = m + log l per row, for the backward
                    long N, long row_tiles, int causal)
 {
-    using L = K2Smem<D>;
+    using SM = K2Smem<D>;
     extern __shared__ float smem[];
-    float *q_s = smem;                            // [BR][D+1]  Q_i, pre-scaled by 1/sqrt(D)
-    float *k_s = q_s + K2_BR * L::LD;             // [BC][D+1]  K_j
-    float *v_s = k_s + K2_BC * L::LD;             // [BC][D+1]  V_j
-    float *p_s = v_s + K2_BC * L::LD;             // [BR][BC+1] p_tile
+    float *q_s = smem;                             // [BR][D+1]  Q_i, pre-scaled by 1/sqrt(D)
+    float *k_s = q_s + K2_BR * SM::LD;             // [BC][D+1]  K_j
+    float *v_s = k_s + K2_BC * SM::LD;             // [BC][D+1]  V_j
+    float *p_s = v_s + K2_BC * SM::LD;             // [BR][BC+1] p_tile
 
     long bh, tile;                                                // which (batch, head), which row tile
     block_tile(row_tiles, causal, &bh, &tile);                    // causal: longest first (tile_order.cuh)
@@ -73,7 +81,7 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
     /* Q_i once; rows past N are zero (their scores are finite, their output never written). */
     for (int e = tid; e < K2_BR * D; e += K2_THREADS) {
         const int r = e / D, d = e % D;
-        q_s[r * L::LD + d] = i0 + r < N ? Qh[(i0 + r) * D + d] * scale : 0.0f;
+        q_s[r * SM::LD + d] = i0 + r < N ? Qh[(i0 + r) * D + d] * scale : 0.0f;
     }
 
     constexpr int OC = D / 16;                    // output columns per thread: tx + 16c, c < OC
@@ -94,8 +102,8 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
         for (int e = tid; e < K2_BC * D; e += K2_THREADS) {      // K_j, V_j: coalesced, once per block
             const int r = e / D, d = e % D;
             const bool in = j0 + r < N;
-            k_s[r * L::LD + d] = in ? Kh[(j0 + r) * D + d] : 0.0f;
-            v_s[r * L::LD + d] = in ? Vh[(j0 + r) * D + d] : 0.0f;
+            k_s[r * SM::LD + d] = in ? Kh[(j0 + r) * D + d] : 0.0f;
+            v_s[r * SM::LD + d] = in ? Vh[(j0 + r) * D + d] : 0.0f;
         }
         __syncthreads();
 
@@ -108,9 +116,9 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
         for (int d = 0; d < D; d++) {
             float qv[4], kv[4];
 #pragma unroll
-            for (int r = 0; r < 4; r++) qv[r] = q_s[(4 * ty + r) * L::LD + d];   // broadcast in the half warp
+            for (int r = 0; r < 4; r++) qv[r] = q_s[(4 * ty + r) * SM::LD + d];   // broadcast in the half warp
 #pragma unroll
-            for (int c = 0; c < 4; c++) kv[c] = k_s[(tx + 16 * c) * L::LD + d];   // 16 banks, no conflict
+            for (int c = 0; c < 4; c++) kv[c] = k_s[(tx + 16 * c) * SM::LD + d];   // 16 banks, no conflict
 #pragma unroll
             for (int r = 0; r < 4; r++)
 #pragma unroll
@@ -138,7 +146,7 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 const float p = m_new == -INFINITY ? 0.0f : __expf(s[r][c] - m_new); // p = beta e^(s - m_tile)
-                p_s[(4 * ty + r) * L::LDP + tx + 16 * c] = p;
+                p_s[(4 * ty + r) * SM::LDP + tx + 16 * c] = p;
                 l_part += p;
             }
             l[r] = alpha * l[r] + l_part;                                     // l = alpha l + rowsum(p) (this thread's part)
@@ -152,10 +160,10 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
         for (int jj = 0; jj < K2_BC; jj++) {                                  // ... + p_tile V_j
             float vv[OC];
 #pragma unroll
-            for (int c = 0; c < OC; c++) vv[c] = v_s[jj * L::LD + tx + 16 * c];
+            for (int c = 0; c < OC; c++) vv[c] = v_s[jj * SM::LD + tx + 16 * c];
 #pragma unroll
             for (int r = 0; r < 4; r++) {
-                const float p = p_s[(4 * ty + r) * L::LDP + jj];
+                const float p = p_s[(4 * ty + r) * SM::LDP + jj];
 #pragma unroll
                 for (int c = 0; c < OC; c++) o[r][c] += p * vv[c];
             }
@@ -172,6 +180,8 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
             const float inv_l = 1.0f / lr;
 #pragma unroll
             for (int c = 0; c < OC; c++) O[(bh * N + row) * D + tx + 16 * c] = o[r][c] * inv_l; // O_i = o / l
+            if (L != nullptr && tx == 0)                                      // every thread of the half warp has m, l
+                L[bh * N + row] = lr > 0.0f ? m[r] + logf(lr) : -INFINITY;   // L = m + log l
         }
     }
 }
@@ -179,30 +189,30 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
 // --- the launcher -------------------------------------------------------------------
 
 template <int D>
-static int launch_d(const float *q, const float *k, const float *v, float *o, long B, long H, long N, int causal,
-                    cudaStream_t s)
+static int launch_d(const float *q, const float *k, const float *v, float *o, float *Lp, long B, long H, long N,
+                    int causal, cudaStream_t s)
 {
-    using L = K2Smem<D>;
+    using SM = K2Smem<D>;
     int dev = 0, limit = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (L::bytes > (size_t)limit) {
+    if (SM::bytes > (size_t)limit) {
         fprintf(stderr, "%s: kernel 2 at D=%d needs %zu bytes of shared memory, the device allows %d per block\n", g_prog,
-                D, L::bytes, limit);
+                D, SM::bytes, limit);
         return -1;
     }
     /* Above 48 KB a kernel must opt in to its dynamic shared memory. */
-    CUDA_CHECK(cudaFuncSetAttribute(kernel2_smem_tiles<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel2_smem_tiles<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SM::bytes));
     const long row_tiles = (N + K2_BR - 1) / K2_BR;
-    kernel2_smem_tiles<D><<<(unsigned)(B * H * row_tiles), K2_THREADS, L::bytes, s>>>(q, k, v, o, N, row_tiles, causal);
+    kernel2_smem_tiles<D><<<(unsigned)(B * H * row_tiles), K2_THREADS, SM::bytes, s>>>(q, k, v, o, Lp, N, row_tiles, causal);
     CUDA_CHECK_LAST();
     return 0;
 }
 
 static int k2_supports(long D) { return D >= 16 && D <= 128 && D % 16 == 0; }
 
-static int k2_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
-                     int causal, void *stream)
+static int k2_launch_l(const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N, long D,
+                       int dtype, int causal, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (dtype != DT_FP32 || !k2_supports(D)) {
@@ -213,11 +223,17 @@ static int k2_launch(const void *q, const void *k, const void *v, void *o, long 
     const float *Q = (const float *)q, *K = (const float *)k, *Vp = (const float *)v;
     float *Op = (float *)o;
     switch (D) {
-#define K2_CASE(d) case d: return launch_d<d>(Q, K, Vp, Op, B, H, N, causal, s);
+#define K2_CASE(d) case d: return launch_d<d>(Q, K, Vp, Op, Lp, B, H, N, causal, s);
     K2_CASE(16) K2_CASE(32) K2_CASE(48) K2_CASE(64) K2_CASE(80) K2_CASE(96) K2_CASE(112) K2_CASE(128)
 #undef K2_CASE
     }
     return -1;
+}
+
+static int k2_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
+                     int causal, void *stream)
+{
+    return k2_launch_l(q, k, v, o, NULL, B, H, N, D, dtype, causal, stream);
 }
 
 static void k2_describe(long D, int dtype, char *buf, size_t n)
@@ -236,5 +252,5 @@ static void k2_describe(long D, int dtype, char *buf, size_t n)
 
 static const FusedKernel kernel2 = {2, "smem tiles",
                                     "K/V tiles loaded once per block into shared memory, score tile computed cooperatively",
-                                    1u << DT_FP32, k2_supports, k2_launch, k2_describe, NULL};
+                                    1u << DT_FP32, k2_supports, k2_launch, k2_describe, NULL, k2_launch_l};
 FUSED_REGISTER(kernel2);

@@ -202,5 +202,5 @@ static void k3_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel3 = {3, "mma.sync", "tensor cores for Q K^T and P V, P kept in registers",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k3_launch, k3_describe, NULL};
+                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k3_launch, k3_describe, NULL, NULL};
 FUSED_REGISTER(kernel3);

@@ -21,6 +21,13 @@
  * (kernel 7), and the FMUL sat between the two mma phases of every tile.
  * Everything else is kernel 8's, repeated on purpose so the file reads alone.
  *
+ * For the backward (bwd2_mma.cu and after) it also writes, when asked (launch_l,
+ * L != NULL), L = m + log l per row in natural-log units: m is kept in log2
+ * units here, so L = m ln 2 + log l. One store and one logf per row, after the
+ * loop, behind a branch on L that is the same for the whole grid. Measured
+ * (./step05 --backward --dtype fp16, B=2 H=8 N=4096, interleaved, median of
+ * 10): 0.255 ms both ways at D = 64 (+0.1%), 0.431 ms at D = 128 (-0.1%).
+ *
  * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
  * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
  * 326.7 TFLOP/s at D = 128 against kernel 8's 315.8: +3%; at D = 64 289.0
@@ -50,6 +57,7 @@ kernel9_ffma_scale(const T *__restrict__ Q,  // [B, H, N, D]
                       const T *__restrict__ K,  // [B, H, N, D]
                       const T *__restrict__ V,  // [B, H, N, D]
                       T *__restrict__ O,        // [B, H, N, D]
+                      float *__restrict__ L,    // [B, H, N] or NULL: L = m + log l per row, for the backward
                       long N, long row_tiles, int causal, float scale_log2)
 {
     constexpr int LD = K9Smem<D>::LD, K9_BC = K9Smem<D>::BC;
@@ -212,6 +220,8 @@ kernel9_ffma_scale(const T *__restrict__ Q,  // [B, H, N, D]
                 for (int n = 0; n < D / 8; n++)                                      // O_i = o / l
                     *reinterpret_cast<uint32_t *>(Oh + row * D + n * 8 + 2 * t) =
                         pack2<T>(o[mb][n][2 * h] * inv, o[mb][n][2 * h + 1] * inv);
+                if (L != nullptr && t == 0)   // the quad's four lanes hold the same m and l
+                    L[bh * N + row] = lr > 0.0f ? m[mb][h] * 0.69314718055994531f + logf(lr) : -INFINITY; // L = m + log l
             }
         }
 }
@@ -221,13 +231,19 @@ kernel9_ffma_scale(const T *__restrict__ Q,  // [B, H, N, D]
 template <int D, typename T> struct K9Launch {
     static constexpr size_t bytes = K9Smem<D>::bytes;
     static constexpr int br = K9_BR, threads = K9_WARPS * 32;
-    static constexpr TcKernel<T> fn = kernel9_ffma_scale<D, T>;
+    static constexpr TcKernelL<T> fn = kernel9_ffma_scale<D, T>;
 };
 
 static int k9_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                      int causal, void *stream)
 {
     return tc_launch<K9Launch>(9, q, k, v, o, B, H, N, D, dtype, causal, stream);
+}
+
+static int k9_launch_l(const void *q, const void *k, const void *v, void *o, float *L, long B, long H, long N, long D,
+                       int dtype, int causal, void *stream)
+{
+    return tc_launch<K9Launch>(9, q, k, v, o, B, H, N, D, dtype, causal, stream, L);
 }
 
 static void k9_describe(long D, int dtype, char *buf, size_t n)
@@ -238,5 +254,5 @@ static void k9_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel9 = {9, "FFMA scale", "kernel 8 with the softmax scale folded into the exponent: one FFMA per score, not FMUL + FADD",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k9_launch, k9_describe, NULL};
+                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k9_launch, k9_describe, NULL, k9_launch_l};
 FUSED_REGISTER(kernel9);

@@ -4,7 +4,8 @@
  * Each kernelN_*.cu file defines one FusedKernel and registers it with
  * FUSED_REGISTER(k) at file scope, so adding a kernel is adding a file: no
  * list to edit. Step 05 (and step 06, which runs the same kernels causally)
- * walks the registry in id order.
+ * walks the registry in id order. The backward kernels (bwdN_*.cu) have a
+ * registry of their own, below, filled the same way.
  */
 #ifndef KERNELS_H
 #define KERNELS_H
@@ -36,6 +37,14 @@ typedef struct FusedKernel {
      * runs on this one, or one line saying why not (kernels 10, 11: Hopper only).
      * Callers skip an unavailable kernel and print the line once. */
     const char *(*unavailable)(void);
+    /* NULL for a kernel that does not write L; else launch's work plus
+     * L = m + log l per row, the natural log of the row's softmax
+     * denominator ([B, H, N] fp32, the one number per row the backward
+     * rebuilds P from: p_ij = e^(s_ij - L_i)). L may be NULL: then it is
+     * launch exactly, and the store is skipped by one uniform branch at the
+     * end of the kernel (measured: ./step05 --backward prints both times). */
+    int (*launch_l)(const void *q, const void *k, const void *v, void *o, float *L, long B, long H, long N, long D,
+                    int dtype, int causal, void *s);
 } FusedKernel;
 
 /* The line why kernel k cannot run on this device, or NULL if it can. */
@@ -53,6 +62,48 @@ int fused_register(const FusedKernel *k);
 const FusedKernel *const *fused_kernels(int *n_out);
 const FusedKernel *fused_kernel(int id); /* NULL if no such id */
 
+#ifdef __cplusplus
+}
+#endif
+
+/* --- the backward kernels (bwdN_*.cu), registered the same way ---------------------
+ *
+ * Given Q, K, V, the forward's O and L, and dO = dLoss/dO, each computes
+ * dQ, dK, dV of O = softmax(Q K^T / sqrt(D)) V (causal: the same mask as the
+ * forward), recomputing each tile of P from L instead of reading it. */
+typedef struct BackwardKernel {
+    int id;                 /* the N of --backward --kernel N and of bwdN_*.cu */
+    const char *name, *idea;
+    unsigned dtypes;        /* 1u << DT_* it accepts */
+    int (*supports_dim)(long D);
+    /* Device bytes of scratch the launch needs (Delta, and for the 16-bit
+     * kernels L in log2 units and the fp32 dQ accumulator): the caller
+     * allocates it once, so that no timed run allocates. */
+    size_t (*workspace)(long B, long H, long N, long D, int dtype);
+    /* q, k, v, o, dout, dq, dk, dv: [B, H, N, D] in the kernel's dtype; L:
+     * [B, H, N] fp32 from the forward's launch_l; ws: workspace() bytes.
+     * Launches on stream s, checks each launch, does not synchronise.
+     * Returns 0, or -1 after one line if it cannot run this case. */
+    int (*launch)(const void *q, const void *k, const void *v, const void *o, const void *dout, const float *L,
+                  void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D, int dtype, int causal,
+                  void *s);
+    void (*describe)(long D, int dtype, char *buf, size_t n);
+    const char *(*unavailable)(void); /* as FusedKernel's */
+    /* 1 if dQ is the same bit for bit run to run (0: fp32 atomics add the
+     * K/V tiles' parts in the order they arrive). */
+    int dq_deterministic;
+} BackwardKernel;
+
+#define BWD_UNAVAILABLE(k) ((k)->unavailable ? (k)->unavailable() : (const char *)0)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Registration and the registered backward kernels in id order, as above. */
+int bwd_register(const BackwardKernel *k);
+#define BWD_REGISTER(k) [[maybe_unused]] static const int bwd_registered_##k = bwd_register(&(k))
+const BackwardKernel *const *bwd_kernels(int *n_out);
+const BackwardKernel *bwd_kernel(int id); /* NULL if no such id */
 #ifdef __cplusplus
 }
 #endif

@@ -14,16 +14,20 @@
  *        ./step05 --dtype fp16                (the tensor-core kernels, fp16)
  *        ./step05 --check                     (the self-test grid; exit 77 without a GPU)
  *        ./step05 --bench --dtype fp16        (FlashAttention's benchmark shapes)
+ *        ./step05 --backward --dtype fp16     (the backward kernels vs the naive cuBLAS backward)
+ *        ./step05 --bench --backward --dtype fp16
  * Expect (last lines):
  *        kernel 2 (smem tiles) ... TFLOP/s ... x naive
  *        answer: the fused kernel ... naive ...
  * Limits: needs an NVIDIA GPU (sm_80 or newer) and nvcc at build time;
  *        fp32 kernels take D in 8..128 (multiples of 8; kernel 2: of 16),
- *        the fp16/bf16 kernels D = 64 or 128.
+ *        the fp16/bf16 kernels D = 64 or 128. The backward (backward.c,
+ *        bwdN_*.cu): fp32 D in 16..128 (multiples of 16), fp16/bf16 D = 64, 128.
  */
 #include "common.h"
 #include "gpu.h"
 #include "kernels.h"
+#include "backward.h"
 #include "../01_naive/naive.h"
 
 #include <math.h>
@@ -196,7 +200,9 @@ static double tol16(double naive_err) { double t = 2.0 * naive_err; return t < 2
 
 // --- the checks ---------------------------------------------------------------------
 
-static int run_checks(long only, int quick)
+/* The forward's grid (fwd), then the backward's (bwd, backward.c); `only`
+ * is a forward kernel id, or a backward one when only the backward runs. */
+static int run_checks(long only, int quick, int fwd, int bwd)
 {
     static const long Ns[] = {1, 2, 17, 63, 64, 65, 257, 1000, 1025};
     static const long Ds[] = {16, 32, 64, 128};
@@ -205,12 +211,12 @@ static int run_checks(long only, int quick)
     const FusedKernel *const *ks = fused_kernels(&nk);
     char name[160], eb[128];
     printf("device: %s\n", gpu_describe());
-    for (int i = 0; i < nk; i++) /* a kernel this GPU cannot run (10, 11 off Hopper): one line, then silence */
+    for (int i = 0; i < nk && fwd; i++) /* a kernel this GPU cannot run (10, 11 off Hopper): one line, then silence */
         if ((!only || ks[i]->id == only) && FUSED_UNAVAILABLE(ks[i])) {
             snprintf(name, sizeof name, "kernel%d", ks[i]->id);
             report_skip(name, "%s", FUSED_UNAVAILABLE(ks[i]));
         }
-    for (int dt = 0; dt < 3; dt++)
+    for (int dt = 0; dt < 3 && fwd; dt++)
         for (size_t b = 0; b < 4; b++)
             for (size_t a = 0; a < (quick ? 2u : 9u); a++) {
                 long N = quick ? quickN[a] : Ns[a], D = quick ? 64 : Ds[b];
@@ -271,6 +277,7 @@ static int run_checks(long only, int quick)
                     problem_free(&p);
                 }
             }
+    if (bwd) bwd_run_checks(fwd ? 0 : only);
     return report_finish();
 }
 
@@ -444,16 +451,22 @@ static int run_sanitize_shapes(void)
             for (int causal = 0; causal < 2; causal++) {
                 Problem p;
                 problem_make(&p, 2, 3, Ns[a], 64, dt, causal, 7, NULL);
+                float *L = dmalloc((size_t)p.B * p.H * p.N * sizeof(float), "L");
                 for (int i = 0; i < nk; i++)
                     if (kernel_runs(ks[i], dt, 64)) {
                         dpoison(p.dout, p.n, dt);
                         if (ks[i]->launch(p.dq, p.dk, p.dv, p.dout, p.B, p.H, p.N, p.D, dt, causal, NULL) != 0) return EXIT_FAIL;
                         gpu_sync_check();
                         printf("ran kernel %d %s N=%ld D=64%s\n", ks[i]->id, dtype_name(dt), Ns[a], causal ? " causal" : "");
+                        if (!ks[i]->launch_l) continue;   /* and the path that writes L, for the backward */
+                        if (ks[i]->launch_l(p.dq, p.dk, p.dv, p.dout, L, p.B, p.H, p.N, p.D, dt, causal, NULL) != 0) return EXIT_FAIL;
+                        gpu_sync_check();
+                        printf("ran kernel %d with L %s N=%ld D=64%s\n", ks[i]->id, dtype_name(dt), Ns[a], causal ? " causal" : "");
                     }
+                dfree(L);
                 problem_free(&p);
             }
-    return EXIT_OK;
+    return bwd_run_sanitize(); /* the backward kernels at the same N (backward.c) */
 }
 
 #endif /* HAVE_CUDA */
@@ -466,6 +479,8 @@ static void usage(const Opts *o)
            "The fused CUDA kernels, checked and timed against naive cuBLAS attention (book Step 7).\n");
     print_common_usage(o);
     printf("  --bench                FlashAttention's benchmark shapes (batch = 16384/N, heads = 2048/D), TFLOP/s table\n"
+           "  --backward             the backward kernels (dQ, dK, dV) vs the naive cuBLAS backward; with --bench: at\n"
+           "                         the benchmark shapes; with --check: only the backward's checks; --kernel N: backward kernel N\n"
            "  --sanitize-shapes      run each kernel once at N = 65, 257 (for make sanitize)\n");
 }
 
@@ -479,7 +494,7 @@ static int dim_ok(int dtype, long D)
 int main(int argc, char **argv)
 {
     Opts o;
-    int bench = 0, sanitize = 0;
+    int bench = 0, sanitize = 0, backward = 0;
     opts_init(&o, "step05", OPT_SHAPE | OPT_DTYPE | OPT_CAUSAL | OPT_KERNEL | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK |
                   OPT_NPY, (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16));
     o.B = 2; o.H = 8; o.N = 4096; o.D = 64; o.repeat = 10;
@@ -487,15 +502,31 @@ int main(int argc, char **argv)
         if (opts_parse_common(&o, argc, argv, &i)) continue;
         if (!strcmp(argv[i], "--bench")) { bench = 1; continue; }
         if (!strcmp(argv[i], "--sanitize-shapes")) { sanitize = 1; continue; }
+        if (!strcmp(argv[i], "--backward")) { backward = 1; continue; }
         usage_error("unknown option '%s' (see --help)", argv[i]);
     }
     if (o.help) { usage(&o); return 0; }
     opts_validate(&o, dtype_size(o.dtype));
-    if (!bench && !dim_ok(o.dtype, o.D))
+    if (!bench && !backward && !dim_ok(o.dtype, o.D))
         usage_error("option --dim: %ld is not supported in %s (fp32 kernels: 8..128 in steps of 8; fp16/bf16 "
                     "tensor-core kernels: 64 or 128)", o.D, dtype_name(o.dtype));
+    if (!bench && backward && !o.check && !bwd_dim_ok(o.dtype, o.D))
+        usage_error("option --dim: %ld is not supported by the backward in %s (fp32: 16..128 in steps of 16; fp16/bf16: "
+                    "64 or 128)", o.D, dtype_name(o.dtype));
 #ifdef HAVE_CUDA
-    {
+    if (backward) {
+        int nb, any = 0;
+        const BackwardKernel *const *bs = bwd_kernels(&nb);
+        if (o.kernel && !bwd_kernel((int)o.kernel))
+            usage_error("option --kernel: there is no backward kernel %ld (backward kernels 1..%d)", o.kernel,
+                        nb ? bs[nb - 1]->id : 0);
+        for (int i = 0; i < nb; i++)
+            any |= (!o.kernel || bs[i]->id == o.kernel) && (bs[i]->dtypes & (1u << o.dtype)) &&
+                   (bench || o.check || bs[i]->supports_dim(o.D));
+        if (!any && !o.check)
+            usage_error("option --dtype/--dim/--kernel: no backward kernel runs %s at D=%ld%s", dtype_name(o.dtype), o.D,
+                        o.kernel ? " with that --kernel" : "");
+    } else {
         int nk, any = 0;
         const FusedKernel *const *ks = fused_kernels(&nk);
         if (o.kernel && !fused_kernel((int)o.kernel))
@@ -510,14 +541,15 @@ int main(int argc, char **argv)
 #endif
     gpu_require(); /* exits 77 with one line when there is no GPU (or no CUDA in this build) */
 #ifdef HAVE_CUDA
-    if (o.check) return run_checks(o.kernel, 0);
+    if (o.check) return run_checks(o.kernel, 0, !backward, backward || !o.kernel);
     if (sanitize) return run_sanitize_shapes();
     FILE *csv = o.csv ? csv_open(o.csv, "mode,dtype,kernel,name,B,H,N,D,causal,ms,tflops,peak_bytes,max_abs,rel_l2") : NULL;
-    int rc = bench ? run_bench(&o, csv) : run_default(&o, csv);
+    int rc = backward ? (bench ? bwd_run_bench(&o, csv) : bwd_run_default(&o, csv))
+                      : bench ? run_bench(&o, csv) : run_default(&o, csv);
     if (csv) fclose(csv);
     return rc;
 #else
-    (void)sanitize;
+    (void)sanitize, (void)backward;
     return EXIT_SKIP;
 #endif
 }

@@ -1,6 +1,7 @@
 /*
- * registry.cu: the list of step 05's kernels, filled by FUSED_REGISTER in
- * each kernelN_*.cu before main runs.
+ * registry.cu: the lists of step 05's kernels, filled by FUSED_REGISTER in
+ * each kernelN_*.cu (the forward) and BWD_REGISTER in each bwdN_*.cu (the
+ * backward) before main runs.
  */
 #include "kernels.h"
 
@@ -36,5 +37,38 @@ const FusedKernel *fused_kernel(int id)
 {
     for (int i = 0; i < g_n; i++)
         if (g_kernels[i]->id == id) return g_kernels[i];
+    return NULL;
+}
+
+// --- the backward kernels: the same list, kept apart ------------------------------------
+
+static const BackwardKernel *g_bwd[MAX_KERNELS];
+static int g_nbwd;
+
+int bwd_register(const BackwardKernel *k)
+{
+    if (g_nbwd == MAX_KERNELS) {
+        fprintf(stderr, "bwd_register: more than %d backward kernels\n", MAX_KERNELS);
+        exit(1);
+    }
+    int i = g_nbwd++;
+    while (i > 0 && g_bwd[i - 1]->id > k->id) { /* keep id order */
+        g_bwd[i] = g_bwd[i - 1];
+        i--;
+    }
+    g_bwd[i] = k;
+    return i;
+}
+
+const BackwardKernel *const *bwd_kernels(int *n_out)
+{
+    *n_out = g_nbwd;
+    return g_bwd;
+}
+
+const BackwardKernel *bwd_kernel(int id)
+{
+    for (int i = 0; i < g_nbwd; i++)
+        if (g_bwd[i]->id == id) return g_bwd[i];
     return NULL;
 }

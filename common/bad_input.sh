@@ -27,19 +27,21 @@ for a in 196 197 198 199 200; do b=128; while [ $b -lt 192 ]; do   # 320 distinc
     printf "\\$(printf %o $a)\\$(printf %o $b)"; b=$((b + 1)); done; done >"$tmp/many.txt"
 
 n=0
-bad() { # step, description, args...
-    s=$1; what=$2; shift 2
+# expect RC WHAT step, description, args...: exit RC with one line on stderr (and for RC 1, the bytes asked for)
+expect() {
+    want=$1; kind=$2; s=$3; what=$4; shift 4
     [ -x "./$s" ] || return 0
     n=$((n + 1))
     "./$s" "$@" >"$tmp/out" 2>"$tmp/err"
     rc=$?
     lines=$(wc -l <"$tmp/err")
-    if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ]; then
-        echo "PASS bad-input/$s $what: exit 2, $(cat "$tmp/err")"
+    if [ "$rc" -eq "$want" ] && [ "$lines" -eq 1 ] && { [ "$want" -ne 1 ] || grep -q 'asked for [0-9]* bytes' "$tmp/err"; }; then
+        echo "PASS $kind/$s $what: exit $rc, $(cat "$tmp/err")"
     else
-        echo "FAIL bad-input/$s $what: expected exit 2 and one line on stderr, got exit $rc and $lines lines: $(head -c 300 "$tmp/err")"
+        echo "FAIL $kind/$s $what: expected exit $want and one line on stderr, got exit $rc and $lines lines: $(head -c 300 "$tmp/err")"
     fi
 }
+bad() { expect 2 bad-input "$@"; }
 bad step01 "empty value"        --seq ''
 bad step01 "negative"           --seq -5
 bad step01 "zero"               --batch 0
@@ -95,18 +97,5 @@ bad step07 "out without inputs"   --out "$tmp/o.npy"
 bad step07 "bad break"          --break everything
 bad step07 "score-scale nan"    --score-scale nan
 # Out of memory is not a usage error: exit 1, one line with the bytes asked for.
-oom() { # step, description, args...
-    s=$1; what=$2; shift 2
-    [ -x "./$s" ] || return 0
-    n=$((n + 1))
-    "./$s" "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    lines=$(wc -l <"$tmp/err")
-    if [ "$rc" -eq 1 ] && [ "$lines" -eq 1 ] && grep -q 'asked for [0-9]* bytes' "$tmp/err"; then
-        echo "PASS out-of-memory/$s $what: exit 1, $(cat "$tmp/err")"
-    else
-        echo "FAIL out-of-memory/$s $what: expected exit 1 and one line with the bytes asked for, got exit $rc and $lines lines: $(head -c 300 "$tmp/err")"
-    fi
-}
-oom step06 "train: model over --mem-limit" --train --mem-limit 20M
+expect 1 out-of-memory step06 "train: model over --mem-limit" --train --mem-limit 20M
 echo "bad-input: $n command lines tried"

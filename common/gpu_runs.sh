@@ -1,11 +1,11 @@
 #!/bin/sh
 # The GPU runs behind the READMEs, in one go on a GPU machine:
 #   sh common/gpu_runs.sh OUTDIR [what...]
-# what: checks sanitize step01 step02 step05 bench step06 step07 plots (default: all but plots).
+# what: checks sanitize step01 step02 step05 bench backward step06 step07 plots (default: all but plots).
 # Each run's output goes to OUTDIR/<name>.log; a one-line summary per run to stdout.
 out=${1:?usage: sh common/gpu_runs.sh OUTDIR [what...]}; shift
 mkdir -p "$out"
-[ $# -gt 0 ] || set -- checks sanitize step01 step02 step05 bench step06 step07
+[ $# -gt 0 ] || set -- checks sanitize step01 step02 step05 bench backward step06 step07
 run() { # name, command...
     n=$1; shift
     t0=$(date +%s)
@@ -24,6 +24,12 @@ for w in "$@"; do
     step05) run step05_fp32 ./step05 --csv "$out/step05_fp32.csv"; run step05_fp16 ./step05 --dtype fp16 --csv "$out/step05_fp16.csv"
             run step05_bf16 ./step05 --dtype bf16 ;;
     bench) run bench_fp16 ./step05 --bench --dtype fp16 --csv "$out/bench_fp16.csv"; run bench_fp32 ./step05 --bench --repeat 3 --csv "$out/bench_fp32.csv" ;;
+    backward) run step05_backward_fp16 ./step05 --backward --dtype fp16 --csv "$out/backward_fp16.csv"
+            run step05_backward_fp16_d128 ./step05 --backward --dtype fp16 --dim 128
+            run step05_backward_fp16_causal ./step05 --backward --dtype fp16 --causal
+            run step05_backward_fp32 ./step05 --backward
+            run bench_backward_fp16 ./step05 --bench --backward --dtype fp16 --repeat 5 --csv "$out/bench_backward_fp16.csv"
+            run bench_backward_fp16_causal ./step05 --bench --backward --dtype fp16 --causal --repeat 5 --csv "$out/bench_backward_fp16_causal.csv" ;;
     step06) run step06 ./step06 --csv "$out/step06.csv"; run step06_fp16 ./step06 --device gpu --dtype fp16
             run step06_fp16_16k ./step06 --device gpu --dtype fp16 --seq 16384 --batch 1 ;;
     plots) run plots make plots; cp results/*.png results/*.csv "$out/" 2>/dev/null ;;

@@ -1,0 +1,806 @@
+/*
+ * backward.c: step 05's backward, the host side. The float64 reference of
+ * dQ, dK, dV; ./step05 --check's backward cases; ./step05 --backward (check,
+ * then time, every backward kernel against the naive cuBLAS backward of step
+ * 01, with their memory); ./step05 --bench --backward (FlashAttention's
+ * shapes, TFLOP/s = 2.5 * 4 B H N^2 D / time, half of it causal); and the
+ * shapes compute-sanitizer runs. The kernels are in bwdN_*.cu, registered in
+ * kernels.h's backward registry; the forward that gives them O and L is the
+ * highest-numbered forward kernel with launch_l that runs the case.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "common.h"
+#include "backward.h"
+#include "gpu.h"
+#include "kernels.h"
+#include "../01_naive/naive.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+// --- the float64 reference ---------------------------------------------------------
+
+static double dotd(const float *a, const float *b, long D)
+{
+    double acc = 0;
+    for (long d = 0; d < D; d++) acc += (double)a[d] * b[d];
+    return acc;
+}
+
+typedef struct {
+    const float *q, *k, *v, *dO;  /* [bh, N, D] */
+    long bh, N, D, stride, rows;
+    int causal;
+    double *L, *o, *dq, *dk, *dv;
+    long h_next, nthreads;        /* heads t, t + nthreads, ... for thread t */
+    double *scratch;              /* 3 N doubles per thread */
+} RefJob;
+
+/* One head: every row's L and Delta (dQ of the sampled rows on the way),
+ * then dK and dV of the sampled keys, column by column of P. */
+static void ref_head(const RefJob *j, long h, double *s, double *dp, double *delta)
+{
+    const long N = j->N, D = j->D, rows = j->rows;
+    const double scale = 1.0 / sqrt((double)D);
+    const size_t off = (size_t)h * N * D;
+    const float *q = j->q + off, *k = j->k + off, *v = j->v + off, *dO = j->dO + off;
+    double *L = j->L + (size_t)h * N;
+    double *o = j->o + (size_t)h * rows * D, *dq = j->dq + (size_t)h * rows * D;
+    double *dk = j->dk + (size_t)h * rows * D, *dv = j->dv + (size_t)h * rows * D;
+    for (long i = 0; i < N; i++) {
+        const long jend = j->causal ? i + 1 : N;
+        double m = -INFINITY, l = 0, dl = 0;
+        for (long c = 0; c < jend; c++) {
+            s[c] = dotd(q + i * D, k + c * D, D) * scale;     // s = q_i . k_c / sqrt(D)
+            if (s[c] > m) m = s[c];
+        }
+        for (long c = 0; c < jend; c++) l += exp(s[c] - m);
+        L[i] = m + log(l);                                     // L = m + log l
+        for (long c = 0; c < jend; c++) {
+            s[c] = exp(s[c] - L[i]);                           // p_ic
+            dp[c] = dotd(dO + i * D, v + c * D, D);            // dp_ic = dO_i . v_c
+            dl += s[c] * dp[c];
+        }
+        delta[i] = dl;                                         // Delta_i = sum_c p dp (= dO_i . O_i)
+        if (i % j->stride) continue;
+        double *orow = o + (i / j->stride) * D, *dqrow = dq + (i / j->stride) * D;
+        for (long d = 0; d < D; d++) orow[d] = dqrow[d] = 0;
+        for (long c = 0; c < jend; c++) {
+            const double w = s[c] * (dp[c] - dl) * scale;     // ds_ic / sqrt(D)
+            for (long d = 0; d < D; d++) {
+                orow[d] += s[c] * v[c * D + d];                // O_i = sum_c p v_c
+                dqrow[d] += w * k[c * D + d];                  // dQ_i = sum_c ds k_c / sqrt(D)
+            }
+        }
+    }
+    for (long c = 0; c < N; c += j->stride) {                  // key c: column c of P
+        double *dkrow = dk + (c / j->stride) * D, *dvrow = dv + (c / j->stride) * D;
+        for (long d = 0; d < D; d++) dkrow[d] = dvrow[d] = 0;
+        for (long i = j->causal ? c : 0; i < N; i++) {
+            const double p = exp(dotd(q + i * D, k + c * D, D) * scale - L[i]);
+            const double ds = p * (dotd(dO + i * D, v + c * D, D) - delta[i]) * scale;
+            for (long d = 0; d < D; d++) {
+                dvrow[d] += p * dO[i * D + d];                 // dV_c = sum_i p dO_i
+                dkrow[d] += ds * q[i * D + d];                 // dK_c = sum_i ds q_i / sqrt(D)
+            }
+        }
+    }
+}
+
+static void *ref_thread(void *arg)
+{
+    const RefJob *j = arg;
+    double *s = j->scratch, *dp = s + j->N, *delta = dp + j->N;
+    for (long h = j->h_next; h < j->bh; h += j->nthreads) ref_head(j, h, s, dp, delta);
+    return NULL;
+}
+
+void bwd_reference(const float *q, const float *k, const float *v, const float *dO, long bh, long N, long D, int causal,
+                   long stride, double *L, double *o, double *dq, double *dk, double *dv)
+{
+    enum { MAXT = 64 };
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), nt = bh < cores ? bh : cores;
+    if (nt < 1) nt = 1;
+    if (nt > MAXT) nt = MAXT;
+    RefJob jobs[MAXT];
+    pthread_t th[MAXT];
+    /* Scratch allocated here, in one thread: the tracked allocator keeps
+     * unlocked counters. */
+    double *scratch = xmalloc((size_t)nt * 3 * N * sizeof(double), "reference scratch");
+    for (long t = 0; t < nt; t++) {
+        RefJob j = {q, k, v, dO, bh, N, D, stride, (N + stride - 1) / stride, causal, L, o, dq, dk, dv, t, nt,
+                    scratch + (size_t)t * 3 * N};
+        jobs[t] = j;
+    }
+    long started = 0;
+    for (long t = 1; t < nt; t++, started++)
+        if (pthread_create(&th[t], NULL, ref_thread, &jobs[t]) != 0) break;
+    ref_thread(&jobs[0]);
+    for (long t = 1; t <= started; t++) pthread_join(th[t], NULL);
+    for (long t = started + 1; t < nt; t++) ref_thread(&jobs[t]);   /* threads that could not start: here */
+    tfree(scratch);
+}
+
+int bwd_dim_ok(int dtype, long D)
+{
+    return dtype == DT_FP32 ? D >= 16 && D <= 128 && D % 16 == 0 : D == 64 || D == 128;
+}
+
+#ifdef HAVE_CUDA
+
+// --- one problem: inputs, the forward's O and L, the gradients ------------------------
+
+typedef struct {
+    long B, H, N, D;
+    int dtype, causal;
+    size_t n;                       /* B H N D */
+    float *q, *k, *v, *dout;        /* host, rounded to dtype */
+    void *Q, *K, *V, *dO, *O;       /* device, dtype */
+    float *L;                       /* device [B, H, N], or NULL until the forward needs it */
+    void *dQ, *dK, *dV;             /* device, dtype */
+} BwdProblem;
+
+static void bp_make(BwdProblem *p, long B, long H, long N, long D, int dtype, int causal, uint64_t seed)
+{
+    memset(p, 0, sizeof *p);
+    p->B = B, p->H = H, p->N = N, p->D = D, p->dtype = dtype, p->causal = causal;
+    p->n = (size_t)B * H * N * D;
+    p->q = xmalloc(p->n * 4, "Q"), p->k = xmalloc(p->n * 4, "K"), p->v = xmalloc(p->n * 4, "V");
+    p->dout = xmalloc(p->n * 4, "dO");
+    make_qkv(p->q, p->k, p->v, p->n, seed);
+    Rng r;
+    rng_seed(&r, seed + 3);                       /* dO: a fourth independent stream */
+    fill_normal(p->dout, p->n, &r);
+    round_to_dtype(p->q, p->n, dtype), round_to_dtype(p->k, p->n, dtype), round_to_dtype(p->v, p->n, dtype);
+    round_to_dtype(p->dout, p->n, dtype);
+    p->Q = dupload(p->q, p->n, dtype, "Q"), p->K = dupload(p->k, p->n, dtype, "K"), p->V = dupload(p->v, p->n, dtype, "V");
+    p->dO = dupload(p->dout, p->n, dtype, "dO");
+    const size_t bytes = p->n * dtype_size(dtype);
+    p->O = dmalloc(bytes, "O");
+    p->dQ = dmalloc(bytes, "dQ"), p->dK = dmalloc(bytes, "dK"), p->dV = dmalloc(bytes, "dV");
+}
+
+static void bp_need_L(BwdProblem *p)
+{
+    if (!p->L) p->L = dmalloc((size_t)p->B * p->H * p->N * sizeof(float), "L");
+}
+
+static void bp_free(BwdProblem *p)
+{
+    dfree(p->Q), dfree(p->K), dfree(p->V), dfree(p->dO), dfree(p->O), dfree(p->L);
+    dfree(p->dQ), dfree(p->dK), dfree(p->dV);
+    tfree(p->q), tfree(p->k), tfree(p->v), tfree(p->dout);
+}
+
+/* The forward the backward kernels pair with: the highest-numbered one that
+ * writes L and runs dtype at D on this GPU (fp32: kernel 2; fp16/bf16:
+ * kernel 11 on Hopper, kernel 9 elsewhere). NULL if none. */
+static const FusedKernel *fwd_with_l(int dtype, long D)
+{
+    int nk;
+    const FusedKernel *const *ks = fused_kernels(&nk);
+    const FusedKernel *best = NULL;
+    for (int i = 0; i < nk; i++)
+        if (ks[i]->launch_l && (ks[i]->dtypes & (1u << dtype)) && ks[i]->supports_dim(D) && !FUSED_UNAVAILABLE(ks[i]))
+            best = ks[i];
+    return best;
+}
+
+static int bwd_runs(const BackwardKernel *kb, int dtype, long D)
+{
+    return (kb->dtypes & (1u << dtype)) && kb->supports_dim(D) && !BWD_UNAVAILABLE(kb);
+}
+
+/* The reference rows of a problem (all rows, or every stride-th). */
+typedef struct {
+    long stride, rows;
+    double *L, *o, *g[3];           /* L [bh, N]; o, dQ, dK, dV [bh, rows, D] */
+    double gmax;                    /* the largest |gradient| over the three */
+} BwdRef;
+
+static BwdRef ref_make(const BwdProblem *p, long stride)
+{
+    BwdRef r;
+    const long bh = p->B * p->H;
+    r.stride = stride;
+    r.rows = (p->N + stride - 1) / stride;
+    const size_t nr = (size_t)bh * r.rows * p->D;
+    r.L = xmalloc((size_t)bh * p->N * sizeof(double), "reference L");
+    r.o = xmalloc(nr * sizeof(double), "reference O");
+    for (int g = 0; g < 3; g++) r.g[g] = xmalloc(nr * sizeof(double), "reference gradient");
+    bwd_reference(p->q, p->k, p->v, p->dout, bh, p->N, p->D, p->causal, stride, r.L, r.o, r.g[0], r.g[1], r.g[2]);
+    r.gmax = 0;
+    for (int g = 0; g < 3; g++)
+        for (size_t i = 0; i < nr; i++)
+            if (fabs(r.g[g][i]) > r.gmax) r.gmax = fabs(r.g[g][i]);
+    return r;
+}
+
+static void ref_free(BwdRef *r)
+{
+    tfree(r->L), tfree(r->o);
+    for (int g = 0; g < 3; g++) tfree(r->g[g]);
+}
+
+/* Download a [B, H, N, D] device tensor and keep the reference's rows. */
+static void gather(const BwdProblem *p, const BwdRef *r, const void *dev, float *full, float *rows)
+{
+    ddownload(full, dev, p->n, p->dtype);
+    size_t w = 0;
+    for (long h = 0; h < p->B * p->H; h++)
+        for (long i = 0; i < p->N; i += r->stride, w++)
+            memcpy(rows + w * p->D, full + ((size_t)h * p->N + i) * p->D, (size_t)p->D * 4);
+}
+
+static const char *const GNAME[3] = {"dQ", "dK", "dV"};
+
+/* The three gradients now on the device against the reference. atol[g]: the
+ * absolute tolerance of gradient g; fp32 adds 1e-5 relative. fulls[g] keep the
+ * whole downloaded tensors (for the rerun comparison). */
+static void grads_compare(const BwdProblem *p, const BwdRef *r, const double atol[3], Err e[3], float *fulls[3],
+                          float *rows)
+{
+    void *dev[3] = {p->dQ, p->dK, p->dV};
+    const size_t nr = (size_t)p->B * p->H * r->rows * p->D;
+    for (int g = 0; g < 3; g++) {
+        gather(p, r, dev[g], fulls[g], rows);
+        e[g] = compare(rows, r->g[g], nr, atol[g], p->dtype == DT_FP32 ? 1e-5 : 0);
+    }
+}
+
+static void poison_grads(const BwdProblem *p)
+{
+    dpoison(p->dQ, p->n, p->dtype), dpoison(p->dK, p->n, p->dtype), dpoison(p->dV, p->n, p->dtype);
+}
+
+/* The naive cuBLAS backward with its own forward's P (S's buffer holds dP,
+ * then dS). Returns -1 when S and P do not fit. */
+static int naive_fwd_bwd(BwdProblem *p, void **S, void **P)
+{
+    const size_t nn = (size_t)p->B * p->H * p->N * p->N * dtype_size(p->dtype);
+    *S = dmalloc_try(nn);
+    *P = *S ? dmalloc_try(nn) : NULL;
+    if (!*P) {
+        dfree(*S);
+        *S = NULL;
+        return -1;
+    }
+    naive_attention_gpu_ws(p->Q, p->K, p->V, p->O, p->B, p->H, p->N, p->D, p->dtype, p->causal, *S, *P, NULL);
+    naive_attention_backward_gpu_ws(p->Q, p->K, p->V, p->dO, *P, *S, p->dQ, p->dK, p->dV, p->B, p->H, p->N, p->D, p->dtype, NULL);
+    return 0;
+}
+
+/* FlashAttention's accuracy rule for the 16-bit gradients: at most 2x the
+ * naive backward's error in the same dtype, gradient by gradient. A floor of
+ * half a unit in the last place of the largest gradient (2^-11 fp16, 2^-8 bf16,
+ * times |gradient| max): the rounding of the output itself, which naive can
+ * escape where its result is exact (N = 1: dS = 0 exactly in 16 bits) and a
+ * kernel summing in another order cannot. fp32: 1e-5 of the largest gradient
+ * (at least 1e-5) absolute, plus 1e-5 relative. */
+static double grad_tol(int dtype, double naive_err, double gmax)
+{
+    if (dtype == DT_FP32) return 1e-5 * (gmax > 1 ? gmax : 1);
+    const double floor = ldexp(gmax, dtype == DT_FP16 ? -11 : -8);
+    const double t = 2 * naive_err > floor ? 2 * naive_err : floor;
+    const double cap = 2e-2 * (gmax > 1 ? gmax : 1);   /* the forward's "never above 2e-2", at the gradient's scale */
+    return t < cap ? t : cap;
+}
+
+// --- the checks ---------------------------------------------------------------------
+
+/* The forwards' L: every kernel with launch_l, against the float64 L, and its
+ * O bit for bit against the same kernel's run without L (the store changes
+ * nothing else). Leaves the last one's O and L in p. */
+static void check_forward_l(BwdProblem *p, const BwdRef *r, float *o1, float *o2)
+{
+    int nk;
+    const FusedKernel *const *ks = fused_kernels(&nk);
+    const size_t nL = (size_t)p->B * p->H * p->N;
+    float *Lh = xmalloc(nL * 4, "L");
+    char name[160];
+    bp_need_L(p);
+    for (int i = 0; i < nk; i++) {
+        const FusedKernel *kn = ks[i];
+        if (!kn->launch_l || !(kn->dtypes & (1u << p->dtype)) || !kn->supports_dim(p->D) || FUSED_UNAVAILABLE(kn)) continue;
+        snprintf(name, sizeof name, "L kernel%d %s N=%ld D=%ld%s", kn->id, dtype_name(p->dtype), p->N, p->D,
+                 p->causal ? " causal" : "");
+        dpoison(p->O, p->n, p->dtype);
+        if (kn->launch(p->Q, p->K, p->V, p->O, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL) != 0) {
+            report(0, NULL, name, "launch refused");
+            continue;
+        }
+        gpu_sync_check();
+        ddownload(o1, p->O, p->n, p->dtype);
+        dpoison(p->O, p->n, p->dtype);
+        dpoison(p->L, nL, DT_FP32);
+        if (kn->launch_l(p->Q, p->K, p->V, p->O, p->L, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL) != 0) {
+            report(0, NULL, name, "launch_l refused");
+            continue;
+        }
+        gpu_sync_check();
+        ddownload(o2, p->O, p->n, p->dtype);
+        ddownload(Lh, p->L, nL, DT_FP32);
+        const double atol = p->dtype == DT_FP32 ? 1e-5 : 1e-4;   /* L ~ 1..10: fp32 sums and exponentials */
+        Err e = compare(Lh, r->L, nL, atol, 1e-5);
+        const int same = memcmp(o1, o2, p->n * 4) == 0;
+        char eb[128];
+        report(e.n_bad == 0 && same, &e, name, "L = m + log l %s (tol %.0e abs + 1e-5 rel); O %s the run without L",
+               fmt_err(&e, eb, sizeof eb), atol, same ? "bit-identical to" : "DIFFERS from");
+    }
+    tfree(Lh);
+}
+
+static void check_case(long only, int dt, long N, long D, int causal, uint64_t seed)
+{
+    int nb;
+    const BackwardKernel *const *bs = bwd_kernels(&nb);
+    const long B = 2, H = 3;
+    char name[200];
+    BwdProblem p;
+    bp_make(&p, B, H, N, D, dt, causal, seed);
+    BwdRef r = ref_make(&p, 1);
+    float *full[3], *full2[3], *rows = xmalloc(p.n * 4, "gradient rows");
+    for (int g = 0; g < 3; g++) full[g] = xmalloc(p.n * 4, "gradient"), full2[g] = xmalloc(p.n * 4, "gradient again");
+    const char *tag = causal ? " causal" : "";
+
+    /* The yardstick: naive's backward in the same dtype, on the same inputs. */
+    double naive_err[3] = {0, 0, 0};
+    {
+        void *S, *P;
+        const double loose[3] = {1e30, 1e30, 1e30};
+        Err en[3];
+        poison_grads(&p);
+        if (naive_fwd_bwd(&p, &S, &P) == 0) {
+            gpu_sync_check();
+            grads_compare(&p, &r, loose, en, full, rows);
+            for (int g = 0; g < 3; g++) naive_err[g] = en[g].n_nonfinite ? INFINITY : en[g].max_abs;
+            dfree(S), dfree(P);
+        }
+    }
+    /* O and L from the forwards (checked), the last one's kept. */
+    check_forward_l(&p, &r, full2[0], full2[1]);
+    if (!fwd_with_l(dt, D)) {
+        snprintf(name, sizeof name, "bwd %s N=%ld D=%ld%s", dtype_name(dt), N, D, tag);
+        report_skip(name, "no forward kernel writes L for %s at D=%ld on this GPU", dtype_name(dt), D);
+    }
+    for (int i = 0; i < nb && fwd_with_l(dt, D); i++) {
+        const BackwardKernel *kb = bs[i];
+        if ((only && kb->id != only) || !bwd_runs(kb, dt, D)) continue;
+        double tol[3];
+        for (int g = 0; g < 3; g++) tol[g] = grad_tol(dt, naive_err[g], r.gmax);
+        size_t wsb = kb->workspace(B, H, N, D, dt);
+        void *ws = dmalloc(wsb ? wsb : 1, "backward workspace");
+        snprintf(name, sizeof name, "bwd%d %s B=%ld H=%ld N=%ld D=%ld%s", kb->id, dtype_name(dt), B, H, N, D, tag);
+        Err e[3];
+        poison_grads(&p);
+        dpoison(ws, wsb / 4, DT_FP32);
+        if (kb->launch(p.Q, p.K, p.V, p.O, p.dO, p.L, p.dQ, p.dK, p.dV, ws, B, H, N, D, dt, causal, NULL) != 0) {
+            report(0, NULL, name, "launch refused");
+            dfree(ws);
+            continue;
+        }
+        gpu_sync_check();
+        grads_compare(&p, &r, tol, e, full, rows);
+        int ok = 1, worst = -1;
+        for (int g = 0; g < 3; g++)
+            if (e[g].n_bad) { ok = 0; if (worst < 0) worst = g; }
+        report(ok, worst >= 0 ? &e[worst] : NULL, name,
+               "max abs dQ %.2e dK %.2e dV %.2e (rel L2 %.1e %.1e %.1e); naive %s %.2e %.2e %.2e; tol %.2e %.2e %.2e%s%s",
+               e[0].max_abs, e[1].max_abs, e[2].max_abs, e[0].rel_l2, e[1].rel_l2, e[2].rel_l2, dtype_name(dt),
+               naive_err[0], naive_err[1], naive_err[2], tol[0], tol[1], tol[2], worst >= 0 ? "; first bad: " : "",
+               worst >= 0 ? GNAME[worst] : "");
+        /* Rerun on freshly poisoned gradients: dK and dV must be the same bit
+         * for bit (a race, an unwritten element shows here); dQ too where the
+         * kernel is deterministic, else within the tolerance. */
+        poison_grads(&p);
+        if (kb->launch(p.Q, p.K, p.V, p.O, p.dO, p.L, p.dQ, p.dK, p.dV, ws, B, H, N, D, dt, causal, NULL) != 0) {
+            report(0, NULL, name, "launch refused on the rerun");
+            dfree(ws);
+            continue;
+        }
+        gpu_sync_check();
+        ddownload(full2[0], p.dQ, p.n, dt), ddownload(full2[1], p.dK, p.n, dt), ddownload(full2[2], p.dV, p.n, dt);
+        const int kv_same = !memcmp(full[1], full2[1], p.n * 4) && !memcmp(full[2], full2[2], p.n * 4);
+        double dqd = 0;
+        size_t ndiff = 0;
+        for (size_t x = 0; x < p.n; x++) {
+            const double d = fabs((double)full[0][x] - full2[0][x]);
+            if (!(d <= dqd)) dqd = d;   /* NaN propagates */
+            ndiff += full[0][x] != full2[0][x] || !f32_is_finite(full2[0][x]);
+        }
+        snprintf(name, sizeof name, "bwd%d %s N=%ld D=%ld%s rerun", kb->id, dtype_name(dt), N, D, tag);
+        if (kb->dq_deterministic)
+            report(kv_same && ndiff == 0, NULL, name, "dQ, dK, dV bit-identical%s", kv_same && !ndiff ? "" : ": NOT");
+        else
+            report(kv_same && dqd <= tol[0], NULL, name,
+                   "dK, dV %s; dQ by fp32 atomics (added in arrival order, not bit-identical by design): "
+                   "%zu of %zu elements differ, max diff %.1e (tol %.2e)",
+                   kv_same ? "bit-identical" : "DIFFER", ndiff, p.n, dqd, tol[0]);
+        dfree(ws);
+    }
+    for (int g = 0; g < 3; g++) tfree(full[g]), tfree(full2[g]);
+    tfree(rows);
+    ref_free(&r);
+    bp_free(&p);
+}
+
+void bwd_run_checks(long only)
+{
+    static const long Ns[] = {1, 2, 17, 63, 64, 65, 257, 1000, 1025};
+    static const long D32[] = {16, 32, 64, 128}, D16[] = {64, 128};
+    int nb;
+    const BackwardKernel *const *bs = bwd_kernels(&nb);
+    char name[96];
+    for (int i = 0; i < nb; i++)
+        if ((!only || bs[i]->id == only) && BWD_UNAVAILABLE(bs[i])) {
+            snprintf(name, sizeof name, "bwd%d", bs[i]->id);
+            report_skip(name, "%s", BWD_UNAVAILABLE(bs[i]));
+        }
+    for (int dt = 0; dt < 3; dt++) {
+        const long *Ds = dt == DT_FP32 ? D32 : D16;
+        const int nd = dt == DT_FP32 ? 4 : 2;
+        for (int b = 0; b < nd; b++) {
+            int any = 0;
+            for (int i = 0; i < nb; i++) any |= (!only || bs[i]->id == only) && bwd_runs(bs[i], dt, Ds[b]);
+            if (!any) continue;
+            for (size_t a = 0; a < sizeof Ns / sizeof *Ns; a++)
+                for (int causal = 0; causal < 2; causal++)
+                    check_case(only, dt, Ns[a], Ds[b], causal, 7000 + 101 * dt + 17 * a + 3 * b + causal);
+        }
+    }
+}
+
+// --- timing --------------------------------------------------------------------------
+
+/* One method of the backward: naive (kb == NULL, with the forward's P and dS)
+ * or a backward kernel with its workspace. */
+typedef struct { const BackwardKernel *kb; BwdProblem *p; void *S, *P, *ws; } BwdCtx;
+
+static void bwd_time_fn(void *ctx)
+{
+    BwdCtx *c = ctx;
+    BwdProblem *p = c->p;
+    if (c->kb)
+        c->kb->launch(p->Q, p->K, p->V, p->O, p->dO, p->L, p->dQ, p->dK, p->dV, c->ws, p->B, p->H, p->N, p->D, p->dtype,
+                      p->causal, NULL);
+    else
+        naive_attention_backward_gpu_ws(p->Q, p->K, p->V, p->dO, c->P, c->S, p->dQ, p->dK, p->dV, p->B, p->H, p->N, p->D,
+                                        p->dtype, NULL);
+}
+
+/* A forward kernel with or without L, for what L costs. */
+typedef struct { const FusedKernel *kn; BwdProblem *p; int with_l; } FwdCtx;
+static void fwd_time_fn(void *ctx)
+{
+    FwdCtx *c = ctx;
+    BwdProblem *p = c->p;
+    if (c->with_l) c->kn->launch_l(p->Q, p->K, p->V, p->O, p->L, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL);
+    else c->kn->launch(p->Q, p->K, p->V, p->O, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL);
+}
+
+/* n methods (fn, ctx), two warm-ups each, then `repeat` rounds in which each
+ * runs once (step05's bench: clock drift hits all alike); medians into ms. */
+static void time_methods(void (*const *fn)(void *), void *const *ctx, int n, int repeat, double *ms)
+{
+    double *t = xmalloc((size_t)n * repeat * sizeof *t, "times");
+    for (int m = 0; m < n; m++) gpu_time_median_ms(fn[m], ctx[m], 2, 1);
+    for (int rep = 0; rep < repeat; rep++)
+        for (int m = 0; m < n; m++) t[m * repeat + rep] = gpu_time_median_ms(fn[m], ctx[m], 0, 1);
+    for (int m = 0; m < n; m++) ms[m] = median(t + m * repeat, repeat);
+    tfree(t);
+}
+
+static double bwd_flops(long B, long H, long N, long D, int causal)
+{
+    const double f = 2.5 * 4.0 * B * H * N * N * D;   /* FlashAttention's convention: 2.5x the forward */
+    return causal ? f / 2 : f;
+}
+
+// --- ./step05 --backward ---------------------------------------------------------------
+
+int bwd_run_default(const Opts *o, FILE *csv)
+{
+    int nb, ok = 1;
+    const BackwardKernel *const *bs = bwd_kernels(&nb);
+    char b1[32], b2[32], b3[32], b4[32], desc[512];
+    BwdProblem p;
+    printf("step05 --backward: fused attention backward vs naive, %s, B=%ld H=%ld N=%ld D=%ld%s\n", dtype_name(o->dtype),
+           o->B, o->H, o->N, o->D, o->causal ? ", causal" : "");
+    printf("device: %s\n", gpu_describe());
+    const FusedKernel *fk = fwd_with_l(o->dtype, o->D);
+    if (!fk) {
+        printf("no forward kernel writes L for %s at D=%ld on this GPU: nothing to run\n", dtype_name(o->dtype), o->D);
+        return EXIT_FAIL;
+    }
+    bp_make(&p, o->B, o->H, o->N, o->D, o->dtype, o->causal, o->seed);
+    const long stride = o->N <= 2048 ? 1 : 61;
+    printf("reference: float64 on the CPU, %s of every head: dQ rows and dK, dV rows (keys)\n",
+           stride == 1 ? "all rows" : "every 61st row");
+    BwdRef r = ref_make(&p, stride);
+    float *full[3], *rows = xmalloc(p.n * 4, "gradient rows");
+    for (int g = 0; g < 3; g++) full[g] = xmalloc(p.n * 4, "gradient");
+    const size_t nn = (size_t)p.B * p.H * p.N * p.N * dtype_size(p.dtype);
+    const double loose[3] = {1e30, 1e30, 1e30};
+
+    /* 1. naive: its forward's S and P live only while it runs. */
+    printf("\nchecks (gradients poisoned with NaN before each run; max abs error of dQ, dK, dV):\n");
+    Err en[3];
+    double naive_err[3] = {0, 0, 0}, t_naive = -1;
+    size_t peak_naive = 0;
+    {
+        void *S, *P;
+        dmem_reset_peak();
+        poison_grads(&p);
+        if (naive_fwd_bwd(&p, &S, &P) == 0) {
+            gpu_sync_check();
+            grads_compare(&p, &r, loose, en, full, rows);
+            for (int g = 0; g < 3; g++) naive_err[g] = en[g].max_abs;
+            printf("  %-9s %-16s dQ %.2e  dK %.2e  dV %.2e  (rel L2 %.1e %.1e %.1e)\n", "naive", "cuBLAS+softmax",
+                   en[0].max_abs, en[1].max_abs, en[2].max_abs, en[0].rel_l2, en[1].rel_l2, en[2].rel_l2);
+            BwdCtx c = {NULL, &p, S, P, NULL};
+            t_naive = gpu_time_median_ms(bwd_time_fn, &c, 2, (int)o->repeat);
+            peak_naive = dmem_peak();
+            dfree(S), dfree(P);
+        } else {
+            printf("  %-9s OOM: P and dS need %s\n", "naive", fmt_bytes(2.0 * nn, b1, sizeof b1));
+        }
+    }
+    /* 2. the forward's O and L, then each kernel with its workspace. */
+    bp_need_L(&p);
+    if (fk->launch_l(p.Q, p.K, p.V, p.O, p.L, p.B, p.H, p.N, p.D, p.dtype, p.causal, NULL) != 0) return EXIT_FAIL;
+    gpu_sync_check();
+    double t_k[32], tol[3];
+    size_t peak_k[32];
+    Err ek[32][3];
+    for (int g = 0; g < 3; g++) tol[g] = grad_tol(p.dtype, t_naive >= 0 ? naive_err[g] : 1e30, r.gmax);
+    for (int i = 0; i < nb && i < 32; i++) {
+        const BackwardKernel *kb = bs[i];
+        t_k[i] = -1;
+        if (o->kernel && kb->id != o->kernel) continue;
+        if ((kb->dtypes & (1u << o->dtype)) && BWD_UNAVAILABLE(kb))
+            printf("  bwd %-5d %-16s skipped: %s\n", kb->id, kb->name, BWD_UNAVAILABLE(kb));
+        if (!bwd_runs(kb, o->dtype, o->D)) continue;
+        const size_t wsb = kb->workspace(p.B, p.H, p.N, p.D, p.dtype);
+        dmem_reset_peak();
+        void *ws = dmalloc(wsb ? wsb : 1, "backward workspace");
+        poison_grads(&p);
+        if (kb->launch(p.Q, p.K, p.V, p.O, p.dO, p.L, p.dQ, p.dK, p.dV, ws, p.B, p.H, p.N, p.D, p.dtype, p.causal, NULL) != 0) {
+            ok = 0;
+            dfree(ws);
+            continue;
+        }
+        gpu_sync_check();
+        grads_compare(&p, &r, tol, ek[i], full, rows);
+        const int good = !ek[i][0].n_bad && !ek[i][1].n_bad && !ek[i][2].n_bad;
+        printf("  bwd %-5d %-16s dQ %.2e  dK %.2e  dV %.2e  (rel L2 %.1e %.1e %.1e)  %s\n", kb->id, kb->name,
+               ek[i][0].max_abs, ek[i][1].max_abs, ek[i][2].max_abs, ek[i][0].rel_l2, ek[i][1].rel_l2, ek[i][2].rel_l2,
+               good ? "ok" : "WRONG");
+        ok &= good;
+        BwdCtx c = {kb, &p, NULL, NULL, ws};
+        t_k[i] = gpu_time_median_ms(bwd_time_fn, &c, 2, (int)o->repeat);
+        peak_k[i] = dmem_peak();
+        dfree(ws);
+    }
+    if (p.dtype != DT_FP32)
+        printf("  (tolerance: 2x naive's error in %s, gradient by gradient: %.2e %.2e %.2e)\n", dtype_name(p.dtype), tol[0],
+               tol[1], tol[2]);
+
+    /* 3. times, in the order measured: naive, then each kernel. */
+    const double F = bwd_flops(p.B, p.H, p.N, p.D, p.causal);
+    printf("\ntimes (CUDA events, 2 warm-ups, median of %ld; TFLOP/s = 2.5*%s*B*H*N*N*D / time, the whole backward:\n"
+           "Delta and dQ's conversion included; O and L from forward kernel %d (%s), not timed):\n",
+           o->repeat, o->causal ? "2" : "4", fk->id, fk->name);
+    double best = -1;
+    const BackwardKernel *best_k = NULL;
+    if (t_naive > 0) {
+        printf("  %-9s %-16s %9.3f ms %8.2f TFLOP/s  peak %10s\n", "naive", "cuBLAS+softmax", t_naive, F / t_naive / 1e9,
+               fmt_bytes((double)peak_naive, b1, sizeof b1));
+        if (csv)
+            fprintf(csv, "backward,%s,0,cuBLAS+softmax,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,%zu,%.3e,%.3e\n", dtype_name(p.dtype), p.B,
+                    p.H, p.N, p.D, p.causal, t_naive, F / t_naive / 1e9, peak_naive,
+                    fmax(en[0].max_abs, fmax(en[1].max_abs, en[2].max_abs)),
+                    fmax(en[0].rel_l2, fmax(en[1].rel_l2, en[2].rel_l2)));
+    }
+    for (int i = 0; i < nb && i < 32; i++) {
+        if (t_k[i] < 0) continue;
+        const BackwardKernel *kb = bs[i];
+        char label[32];
+        snprintf(label, sizeof label, "bwd %d", kb->id);
+        printf("  %-9s %-16s %9.3f ms %8.2f TFLOP/s  peak %10s", label, kb->name, t_k[i], F / t_k[i] / 1e9,
+               fmt_bytes((double)peak_k[i], b1, sizeof b1));
+        if (t_naive > 0) printf("  %.2fx naive", t_naive / t_k[i]);
+        printf("\n");
+        kb->describe(p.D, p.dtype, desc, sizeof desc);
+        printf("            %s\n", desc);
+        if (csv)
+            fprintf(csv, "backward,%s,%d,%s,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,%zu,%.3e,%.3e\n", dtype_name(p.dtype), kb->id, kb->name,
+                    p.B, p.H, p.N, p.D, p.causal, t_k[i], F / t_k[i] / 1e9, peak_k[i],
+                    fmax(ek[i][0].max_abs, fmax(ek[i][1].max_abs, ek[i][2].max_abs)),
+                    fmax(ek[i][0].rel_l2, fmax(ek[i][1].rel_l2, ek[i][2].rel_l2)));
+        if (best < 0 || t_k[i] < best) best = t_k[i], best_k = kb;
+    }
+
+    /* 4. memory, and what L costs the forward. */
+    const size_t esz = dtype_size(p.dtype), in_bytes = 4 * p.n * esz, g_bytes = 3 * p.n * esz;
+    printf("\nmemory (tracked device bytes while each ran): Q, K, V, O, dO %s and dQ, dK, dV %s in both;\n"
+           "  naive adds its forward's S and P, S reused for dP and dS (2 x %s: [B,H,N,N] each);\n"
+           "  the fused backward adds L and Delta (B*H*N floats each: %s)",
+           fmt_bytes((double)(in_bytes + p.n * esz), b1, sizeof b1), fmt_bytes((double)g_bytes, b2, sizeof b2),
+           fmt_bytes((double)nn, b3, sizeof b3), fmt_bytes((double)p.B * p.H * p.N * 4, b4, sizeof b4));
+    if (p.dtype != DT_FP32) printf(" and the fp32 dQ accumulator (B*H*N*D floats: %s)", fmt_bytes((double)p.n * 4, b1, sizeof b1));
+    printf("\n");
+    {
+        const FusedKernel *fl[32];
+        int nf = 0, nk;
+        const FusedKernel *const *ks = fused_kernels(&nk);
+        for (int i = 0; i < nk && nf < 32; i++)
+            if (ks[i]->launch_l && (ks[i]->dtypes & (1u << p.dtype)) && ks[i]->supports_dim(p.D) && !FUSED_UNAVAILABLE(ks[i]))
+                fl[nf++] = ks[i];
+        FwdCtx fc[64];
+        void (*fns[64])(void *) = {0};
+        void *ctx[64] = {0};
+        double ms[64];
+        for (int i = 0; i < nf; i++)
+            for (int w = 0; w < 2; w++) {
+                fc[2 * i + w] = (FwdCtx){fl[i], &p, w};
+                fns[2 * i + w] = fwd_time_fn, ctx[2 * i + w] = &fc[2 * i + w];
+            }
+        if (nf) time_methods(fns, ctx, 2 * nf, (int)o->repeat, ms);
+        for (int i = 0; i < nf; i++)
+            printf("L's cost: forward kernel %d takes %.3f ms without L, %.3f ms writing it (%+.1f%%; interleaved, median of %ld)\n",
+                   fl[i]->id, ms[2 * i], ms[2 * i + 1], 100.0 * (ms[2 * i + 1] / ms[2 * i] - 1), o->repeat);
+    }
+    if (best_k && t_naive > 0)
+        printf("\nanswer: the fastest fused backward here (kernel %d, %s) takes %.3f ms vs naive's %.3f ms: %.2fx, and "
+               "needs no [B,H,N,N] buffer (naive's P and dS: %s)\n", best_k->id, best_k->name, best, t_naive,
+               t_naive / best, fmt_bytes(2.0 * nn, b1, sizeof b1));
+    for (int g = 0; g < 3; g++) tfree(full[g]);
+    tfree(rows);
+    ref_free(&r);
+    bp_free(&p);
+    return ok ? EXIT_OK : EXIT_FAIL;
+}
+
+// --- ./step05 --bench --backward ------------------------------------------------------
+
+int bwd_run_bench(const Opts *o, FILE *csv)
+{
+    int nb;
+    const BackwardKernel *const *bs = bwd_kernels(&nb);
+    static const long Ds[] = {64, 128};
+    printf("step05 --bench --backward: %s%s, batch = 16384/N, heads = 2048/D, TFLOP/s = 2.5*%s*B*H*N*N*D / time\n"
+           "(median of %ld runs each, the methods of a column interleaved run by run; the whole backward: Delta and\n"
+           "dQ's conversion included, O and L from the forward not timed; naive: with its forward's P kept)\n",
+           dtype_name(o->dtype), o->causal ? ", causal" : "", o->causal ? "2" : "4", o->repeat);
+    printf("device: %s\n", gpu_describe());
+    for (int b = 0; b < 2; b++) {
+        const long D = Ds[b];
+        const FusedKernel *fk = fwd_with_l(o->dtype, D);
+        if (!fk) continue;
+        double t[34][6], tf[2][6];
+        int have[34];
+        memset(have, 0, sizeof have);
+        int col = 0;
+        for (long N = 512; N <= 16384; N *= 2, col++) {
+            BwdProblem p;
+            bp_make(&p, 16384 / N, 2048 / D, N, D, o->dtype, o->causal, o->seed + N);
+            bp_need_L(&p);
+            if (fk->launch_l(p.Q, p.K, p.V, p.O, p.L, p.B, p.H, p.N, p.D, p.dtype, p.causal, NULL) != 0) {
+                bp_free(&p);
+                return EXIT_FAIL;
+            }
+            size_t wsb = 1;
+            for (int i = 0; i < nb; i++)
+                if (bwd_runs(bs[i], o->dtype, D)) {
+                    size_t w = bs[i]->workspace(p.B, p.H, p.N, D, o->dtype);
+                    if (w > wsb) wsb = w;
+                }
+            void *ws = dmalloc(wsb, "backward workspace");
+            const size_t nn = (size_t)p.B * p.H * N * N * dtype_size(o->dtype);
+            void *S = dmalloc_try(nn), *P = S ? dmalloc_try(nn) : NULL;
+            if (P) naive_attention_gpu_ws(p.Q, p.K, p.V, p.O, p.B, p.H, N, D, o->dtype, o->causal, S, P, NULL);
+            /* naive needs its forward's O nowhere: put the fused forward's O back */
+            if (fk->launch_l(p.Q, p.K, p.V, p.O, p.L, p.B, p.H, p.N, p.D, p.dtype, p.causal, NULL) != 0) return EXIT_FAIL;
+            BwdCtx c[34];
+            FwdCtx fc[2] = {{fk, &p, 0}, {fk, &p, 1}};
+            void (*fns[36])(void *) = {0};
+            void *ctx[36] = {0};
+            int slot[36], n = 0;
+            if (P) c[n] = (BwdCtx){NULL, &p, S, P, NULL}, fns[n] = bwd_time_fn, ctx[n] = &c[n], slot[n++] = 0;
+            for (int i = 0; i < nb && i < 32; i++) {
+                if ((o->kernel && bs[i]->id != o->kernel) || !bwd_runs(bs[i], o->dtype, D)) continue;
+                c[n] = (BwdCtx){bs[i], &p, NULL, NULL, ws}, fns[n] = bwd_time_fn, ctx[n] = &c[n], slot[n++] = i + 1;
+            }
+            fns[n] = fwd_time_fn, ctx[n] = &fc[0], slot[n++] = -1;   /* the forward without and with L */
+            fns[n] = fwd_time_fn, ctx[n] = &fc[1], slot[n++] = -2;
+            double ms[36];
+            time_methods(fns, ctx, n, (int)o->repeat, ms);
+            const double F = bwd_flops(p.B, p.H, N, D, o->causal);
+            if (!P) t[0][col] = -1, have[0] = 1;
+            for (int r = 0; r < n; r++) {
+                if (slot[r] < 0) {
+                    tf[-slot[r] - 1][col] = ms[r];
+                    continue;
+                }
+                t[slot[r]][col] = ms[r], have[slot[r]] = 1;
+                if (csv)
+                    fprintf(csv, "bench_backward,%s,%d,%s,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,0,0,0\n", dtype_name(o->dtype),
+                            slot[r] ? bs[slot[r] - 1]->id : 0, slot[r] ? bs[slot[r] - 1]->name : "cuBLAS+softmax", p.B, p.H,
+                            N, D, o->causal, ms[r], F / ms[r] / 1e9);
+            }
+            if (csv)
+                for (int w = 0; w < 2; w++)
+                    fprintf(csv, "bench_forward_l,%s,%d,%s,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,0,0,0\n", dtype_name(o->dtype), fk->id,
+                            w ? "with L" : "without L", p.B, p.H, N, D, o->causal, tf[w][col],
+                            F / 2.5 / tf[w][col] / 1e9);
+            dfree(S), dfree(P), dfree(ws);
+            bp_free(&p);
+        }
+        printf("\n D=%ld       N:", D);
+        for (long N = 512; N <= 16384; N *= 2) printf(" %7ld", N);
+        printf("\n");
+        for (int i = 0; i <= nb && i < 33; i++) {
+            if (!have[i]) continue;
+            char label[48];
+            if (i == 0) snprintf(label, sizeof label, "naive");
+            else snprintf(label, sizeof label, "bwd %d", bs[i - 1]->id);
+            printf(" %-14s", label);
+            int c2 = 0;
+            for (long N = 512; N <= 16384; N *= 2, c2++) {
+                const double F = 2.5 * 4.0 * 16384 * 2048 * N / (o->causal ? 2 : 1); /* B*N = 16384, H*D = 2048 */
+                if (t[i][c2] < 0) printf(" %7s", "OOM");
+                else printf(" %7.1f", F / t[i][c2] / 1e9);
+            }
+            printf("\n");
+        }
+        printf(" L's cost, forward kernel %d (%% more time writing L):", fk->id);
+        for (int c2 = 0; c2 < 6; c2++) printf(" %+5.1f%%", 100.0 * (tf[1][c2] / tf[0][c2] - 1));
+        printf("\n");
+    }
+    return EXIT_OK;
+}
+
+// --- compute-sanitizer's shapes -----------------------------------------------------------
+
+int bwd_run_sanitize(void)
+{
+    int nb;
+    const BackwardKernel *const *bs = bwd_kernels(&nb);
+    static const long Ns[] = {65, 257}, D32[] = {64}, D16[] = {64, 128};
+    for (int dt = 0; dt < 3; dt++)
+        for (int b = 0; b < (dt == DT_FP32 ? 1 : 2); b++) {
+            const long D = dt == DT_FP32 ? D32[b] : D16[b];
+            const FusedKernel *fk = fwd_with_l(dt, D);
+            if (!fk) continue;
+            for (int a = 0; a < 2; a++)
+                for (int causal = 0; causal < 2; causal++) {
+                    BwdProblem p;
+                    bp_make(&p, 2, 3, Ns[a], D, dt, causal, 11);
+                    bp_need_L(&p);
+                    if (fk->launch_l(p.Q, p.K, p.V, p.O, p.L, p.B, p.H, p.N, D, dt, causal, NULL) != 0) return EXIT_FAIL;
+                    gpu_sync_check();
+                    printf("ran kernel %d with L %s N=%ld D=%ld%s\n", fk->id, dtype_name(dt), Ns[a], D, causal ? " causal" : "");
+                    for (int i = 0; i < nb; i++) {
+                        if (!bwd_runs(bs[i], dt, D)) continue;
+                        const size_t wsb = bs[i]->workspace(p.B, p.H, p.N, D, dt);
+                        void *ws = dmalloc(wsb ? wsb : 1, "backward workspace");
+                        poison_grads(&p);
+                        if (bs[i]->launch(p.Q, p.K, p.V, p.O, p.dO, p.L, p.dQ, p.dK, p.dV, ws, p.B, p.H, p.N, D, dt, causal,
+                                          NULL) != 0)
+                            return EXIT_FAIL;
+                        gpu_sync_check();
+                        dfree(ws);
+                        printf("ran backward kernel %d %s N=%ld D=%ld%s\n", bs[i]->id, dtype_name(dt), Ns[a], D,
+                               causal ? " causal" : "");
+                    }
+                    bp_free(&p);
+                }
+        }
+    return EXIT_OK;
+}
+
+#endif /* HAVE_CUDA */

@@ -1,0 +1,116 @@
+/*
+ * bwd_prep.cu: the two small passes around every backward kernel's main loop
+ * (bwd.cuh says why they are separate launches).
+ *
+ * Cost: the preprocessing reads O and dO once (2 B H N D elements) and writes
+ * O(B H N) floats, plus the B H N D floats of dQ's zeroing for the kernels
+ * that add into dQ with atomics; the conversion reads the fp32 dQ accumulator
+ * and writes dQ. Both are memory-bound and small next to the main loop's
+ * O(N^2 D) work (./step05 --backward times the whole backward, these included,
+ * as FlashAttention-2's benchmark does).
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "bwd.cuh"
+#include "gpu.cuh"
+
+// --- the kernels -------------------------------------------------------------------
+
+template <typename T> __device__ __forceinline__ float bwd_to_f(T x);
+template <> __device__ __forceinline__ float bwd_to_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ float bwd_to_f<__half>(__half x) { return __half2float(x); }
+template <> __device__ __forceinline__ float bwd_to_f<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+constexpr int PREP_WARPS = 8;
+
+template <typename T>
+__global__ void __launch_bounds__(PREP_WARPS * 32)
+bwd_preprocess_kernel(const T *__restrict__ O,      // [BH, N, D]
+                      const T *__restrict__ dO,     // [BH, N, D]
+                      const float *__restrict__ L,  // [BH, N]
+                      float *__restrict__ delta,    // [BH, Npad]
+                      float *__restrict__ lse2,     // [BH, Npad] or NULL
+                      float *__restrict__ dq_zero,  // [BH, N, D] or NULL
+                      long N, long Npad, int D, long rows)
+{
+    const long row = (long)blockIdx.x * PREP_WARPS + threadIdx.x / 32;   // one warp per row of [BH, Npad]
+    const int lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    const long bh = row / Npad, i = row % Npad;
+    float acc = 0.0f;
+    if (i < N) {
+        const T *o = O + (bh * N + i) * D, *d = dO + (bh * N + i) * D;
+        for (int x = lane; x < D; x += 32) acc += bwd_to_f(d[x]) * bwd_to_f(o[x]);   // the warp reads the row coalesced
+        if (dq_zero)
+            for (int x = lane; x < D; x += 32) dq_zero[(bh * N + i) * D + x] = 0.0f;   // dQ is summed into from every K/V tile
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (lane == 0) {
+        delta[row] = acc;                                                             // Delta_i = dO_i . O_i (0 past N)
+        if (lse2) lse2[row] = i < N ? L[bh * N + i] * 1.4426950408889634f : INFINITY; // L_i log2(e); +inf past N
+    }
+}
+
+template <typename T> __device__ __forceinline__ void bwd_store4(T *p, float4 x);
+template <> __device__ __forceinline__ void bwd_store4<__half>(__half *p, float4 x)
+{
+    __half2 a = __floats2half2_rn(x.x, x.y), b = __floats2half2_rn(x.z, x.w);
+    uint2 u = {*reinterpret_cast<uint32_t *>(&a), *reinterpret_cast<uint32_t *>(&b)};
+    *reinterpret_cast<uint2 *>(p) = u;
+}
+template <> __device__ __forceinline__ void bwd_store4<__nv_bfloat16>(__nv_bfloat16 *p, float4 x)
+{
+    __nv_bfloat162 a = __floats2bfloat162_rn(x.x, x.y), b = __floats2bfloat162_rn(x.z, x.w);
+    uint2 u = {*reinterpret_cast<uint32_t *>(&a), *reinterpret_cast<uint32_t *>(&b)};
+    *reinterpret_cast<uint2 *>(p) = u;
+}
+
+/* dQ = dQ_acc / sqrt(D), four elements per thread (16-byte loads). */
+template <typename T>
+__global__ void bwd_convert_kernel(const float *__restrict__ acc, T *__restrict__ dq, size_t n4, float scale)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        float4 x = reinterpret_cast<const float4 *>(acc)[i];
+        x.x *= scale, x.y *= scale, x.z *= scale, x.w *= scale;
+        bwd_store4<T>(dq + 4 * i, x);
+    }
+}
+
+// --- the launchers ------------------------------------------------------------------
+
+int bwd_preprocess(const void *o, const void *dout, const float *L, float *delta, float *lse2, float *dq_zero, long BH,
+                   long N, long Npad, long D, int dtype, cudaStream_t s)
+{
+    const long rows = BH * Npad;
+    const unsigned grid = (unsigned)((rows + PREP_WARPS - 1) / PREP_WARPS);
+    if (dtype == DT_FP32)
+        bwd_preprocess_kernel<float><<<grid, PREP_WARPS * 32, 0, s>>>((const float *)o, (const float *)dout, L, delta, lse2,
+                                                                      dq_zero, N, Npad, (int)D, rows);
+    else if (dtype == DT_FP16)
+        bwd_preprocess_kernel<__half><<<grid, PREP_WARPS * 32, 0, s>>>((const __half *)o, (const __half *)dout, L, delta,
+                                                                       lse2, dq_zero, N, Npad, (int)D, rows);
+    else
+        bwd_preprocess_kernel<__nv_bfloat16><<<grid, PREP_WARPS * 32, 0, s>>>(
+            (const __nv_bfloat16 *)o, (const __nv_bfloat16 *)dout, L, delta, lse2, dq_zero, N, Npad, (int)D, rows);
+    CUDA_CHECK_LAST();
+    return 0;
+}
+
+int bwd_convert_dq(const float *dq_acc, void *dq, size_t n, float scale, int dtype, cudaStream_t s)
+{
+    if (n % 4 != 0 || dtype == DT_FP32) {
+        fprintf(stderr, "%s: bwd_convert_dq takes fp16/bf16 and a multiple of 4 elements, not %s and %zu\n", g_prog,
+                dtype_name(dtype), n);
+        return -1;
+    }
+    const size_t n4 = n / 4;
+    const unsigned grid = (unsigned)(n4 / 256 + 1 < 65536 ? n4 / 256 + 1 : 65536);
+    if (dtype == DT_FP16) bwd_convert_kernel<__half><<<grid, 256, 0, s>>>(dq_acc, (__half *)dq, n4, scale);
+    else bwd_convert_kernel<__nv_bfloat16><<<grid, 256, 0, s>>>(dq_acc, (__nv_bfloat16 *)dq, n4, scale);
+    CUDA_CHECK_LAST();
+    return 0;
+}

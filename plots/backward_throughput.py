@@ -1,0 +1,44 @@
+"""backward_throughput.py: backward TFLOP/s vs N for the naive cuBLAS backward
+and each backward kernel of step 05, one panel per head dim, with
+FlashAttention-2's and cuDNN's backward at N = 4096 on the H100 (issue 12's
+measurements, PyTorch 2.11 SDPA, fp16) marked where the CSV is fp16 from an
+H100. Reads step 05's --bench --backward --csv (rows of mode bench_backward).
+    python3 plots/backward_throughput.py results/bench_backward_fp16.csv results/backward_fp16.png"""
+import matplotlib.pyplot as plt
+
+import csvio
+
+src, out = csvio.args(2, "STEP05_BENCH_BACKWARD.csv OUT.png")
+rows = [r for r in csvio.read(src, ["mode", "dtype", "kernel", "name", "N", "D", "causal", "ms", "tflops"])
+        if r["mode"] == "bench_backward"]
+dims = sorted({int(csvio.num(r, "D", src)) for r in rows})
+if not dims:
+    raise SystemExit(f"{src}: no bench_backward rows (run ./step05 --bench --backward --csv)")
+causal = int(csvio.num(rows[0], "causal", src))
+# issue 12: backward TFLOP/s (2.5x convention) at N = 4096, fp16, H100 80GB HBM3
+REF = {(64, 0): (270, 426), (128, 0): (290, 489), (64, 1): (231, 364), (128, 1): (255, 450)}
+fig, axes = plt.subplots(1, len(dims), figsize=(6 * len(dims), 4.2), squeeze=False)
+for ax, D in zip(axes[0], dims):
+    kernels = sorted({int(csvio.num(r, "kernel", src)) for r in rows if int(csvio.num(r, "D", src)) == D})
+    for k in kernels:
+        rs = [r for r in rows if int(csvio.num(r, "D", src)) == D and int(csvio.num(r, "kernel", src)) == k
+              and csvio.num(r, "ms", src) > 0]
+        pts = sorted((csvio.num(r, "N", src), csvio.num(r, "tflops", src)) for r in rs)
+        label = "naive (cuBLAS, P and dS kept)" if k == 0 else f"backward kernel {k} ({rs[0]['name']})"
+        color = "black" if k == 0 else plt.cm.viridis(kernels.index(k) / max(1, len(kernels) - 1) * 0.9)
+        ax.plot(*zip(*pts), "o--" if k == 0 else "o-", label=label, color=color)
+    if rows[0]["dtype"] == "fp16" and (D, causal) in REF:
+        fa2, cudnn = REF[(D, causal)]
+        ax.plot([4096], [fa2], "s", color="tab:red", label="FlashAttention-2, N = 4096 (issue 12, H100)")
+        ax.plot([4096], [cudnn], "^", color="tab:orange", label="cuDNN, N = 4096 (issue 12, H100)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("N (batch = 16384/N, heads = 2048/D)")
+    ax.set_ylabel(f"TFLOP/s (2.5 x {'2' if causal else '4'} B H N^2 D / time)")
+    ax.set_title(f"step 05 --bench --backward, {rows[0]['dtype']}{', causal' if causal else ''}, D = {D}")
+    ax.grid(True, alpha=0.3)
+    ax.set_ylim(bottom=0)
+handles, labels = axes[0][-1].get_legend_handles_labels()
+fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+fig.tight_layout(rect=(0, 0.04 + 0.035 * ((len(labels) + 2) // 3), 1, 1))
+fig.savefig(out, dpi=120)
+print(f"wrote {out}")
