@@ -102,6 +102,7 @@ int main(int argc, char **argv)
     opts_validate(&o, sizeof(float));
     size_t nn = size_or_die("S and P: 2*B*H*N*N*sizeof(float)", 2, (size_t)o.B, (size_t)o.H, (size_t)o.N * o.N, sizeof(float));
     int gpu = o.device == DEV_GPU || (o.device == DEV_AUTO && gpu_available());
+    if (gpu) opts_gpu_grid(&o, 1); /* the softmax kernel: a block per row */
     if (o.dtype != DT_FP32 && !gpu)
         usage_error("option --dtype: %s runs on the GPU path only (the CPU path is fp32); use --device gpu", dtype_name(o.dtype));
     if (o.check) return run_checks();

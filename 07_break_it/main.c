@@ -380,6 +380,7 @@ int main(int argc, char **argv)
     Setup u = {o.B, o.H, o.N, o.D, o.BR, o.BC, scale, o.seed, 0};
     int gpu = o.device != DEV_CPU && gpu_available() && (o.D == 32 || o.D == 64 || o.D == 128);
     if (o.device == DEV_GPU) gpu_require();
+    if (gpu) opts_gpu_grid(&o, 1);
     if (diag) return run_diagnose(&u);
     if (o.check) return run_checks(&u, gpu);
 

@@ -160,8 +160,8 @@ int opts_parse_common(Opts *o, int argc, char **argv, int *i)
     unsigned acc = o->accept;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { o->help = 1; return 1; }
     if (acc & OPT_SHAPE) {
-        if (!strcmp(a, "--batch")) { o->B = parse_long(a, opt_value(argc, argv, i), 1, 65535); o->given |= 1; return 1; }
-        if (!strcmp(a, "--heads")) { o->H = parse_long(a, opt_value(argc, argv, i), 1, 65535); o->given |= 2; return 1; }
+        if (!strcmp(a, "--batch")) { o->B = parse_long(a, opt_value(argc, argv, i), 1, MAX_DIM); o->given |= 1; return 1; }
+        if (!strcmp(a, "--heads")) { o->H = parse_long(a, opt_value(argc, argv, i), 1, MAX_DIM); o->given |= 2; return 1; }
         if (!strcmp(a, "--seq")) { o->N = parse_long(a, opt_value(argc, argv, i), 1, MAX_DIM); o->given |= 4; return 1; }
         if (!strcmp(a, "--dim")) { o->D = parse_long(a, opt_value(argc, argv, i), 1, 1024); o->given |= 8; return 1; }
     }
@@ -208,6 +208,15 @@ int opts_parse_common(Opts *o, int argc, char **argv, int *i)
         return 1;
     }
     return 0;
+}
+
+void opts_gpu_grid(const Opts *o, long rows_per_block)
+{
+    /* The kernels' grids are one-dimensional: B*H*ceil(N / rows) blocks, and CUDA allows 2^31 - 1. */
+    const long long blocks = (long long)o->B * o->H * ((o->N + rows_per_block - 1) / rows_per_block);
+    if (blocks > 2147483647LL)
+        usage_error("options --batch, --heads, --seq: B*H*ceil(N/%ld) = %lld blocks, more than a CUDA grid's 2^31 - 1",
+                    rows_per_block, blocks);
 }
 
 void opts_validate(Opts *o, size_t elem_bytes)
@@ -487,6 +496,8 @@ Err compare(const float *out, const double *ref, size_t n, double atol, double r
     e.rel_l2 = den > 0 ? sqrt(num / den) : sqrt(num);
     return e;
 }
+
+double tol_fp32(double naive_err) { return 2.0 * naive_err > 1e-5 ? 2.0 * naive_err : 1e-5; }
 
 const char *fmt_err(const Err *e, char *buf, size_t n)
 {

@@ -80,6 +80,10 @@ void opts_validate(Opts *o, size_t elem_bytes);
 /* --opt=value becomes --opt value (GNU style), before any option is parsed. Call first in main. */
 void opts_expand(int *argc, char ***argv);
 
+/* For a GPU run: refuse (exit 2) a shape whose grid, B*H*ceil(N / rows_per_block) blocks, passes CUDA's
+ * 2^31 - 1 (--batch and --heads go up to 2^20 each; memory is checked when it is allocated). */
+void opts_gpu_grid(const Opts *o, long rows_per_block);
+
 /* For a step's own options. Each exits 2 with one line naming the option. */
 const char *opt_value(int argc, char **argv, int *i); /* the value after argv[*i] */
 long parse_long(const char *opt, const char *s, long lo, long hi);
@@ -168,6 +172,10 @@ typedef struct {
  * passes: a NaN fails every ordered comparison, and is counted as non-finite
  * before any arithmetic. max_rel uses |ref| + 1e-8 as in 001's max_rel_err. */
 Err compare(const float *out, const double *ref, size_t n, double atol, double rtol);
+/* The fp32 tolerance of a check, scaled with the problem as the 16-bit one is: at most 2x the error of
+ * the naive (textbook) fp32 computation on the same inputs, and never under 1e-5 (the chapter's 1e-6 is
+ * what unit-scale inputs give; larger scores give larger errors to naive and tiled alike). */
+double tol_fp32(double naive_err);
 /* Same, rows given by index (sampled checks): out and ref are [nrows, D]. */
 int f32_is_finite(float x);
 /* Print a one-line summary "max abs 1.2e-06, max rel ..., rel L2 ..." into buf. */

@@ -89,9 +89,16 @@ extern "C" void *dmalloc(size_t bytes, const char *what)
 {
     void *p = dmalloc_try(bytes);
     if (!p) {
-        char b1[32], b2[32];
-        fprintf(stderr, "%s: out of device memory: asked for %zu bytes (%s) for %s, %s in use\n", g_prog, bytes,
-                fmt_bytes((double)bytes, b1, sizeof b1), what, fmt_bytes((double)d_cur, b2, sizeof b2));
+        char b1[32], b2[32], b3[32], b4[32];
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b); /* what the device has, not what this program tracks */
+        cudaGetLastError();
+        char b5[32];
+        fprintf(stderr, "%s: out of device memory: asked for %zu bytes (%s) for %s; this program holds %s, the device "
+                "has %s free of %s%s%s\n", g_prog, bytes, fmt_bytes((double)bytes, b1, sizeof b1), what,
+                fmt_bytes((double)d_cur, b2, sizeof b2), fmt_bytes((double)free_b, b3, sizeof b3),
+                fmt_bytes((double)total_b, b4, sizeof b4), d_limit ? ", --mem-limit " : "",
+                d_limit ? fmt_bytes((double)d_limit, b5, sizeof b5) : "");
         exit(EXIT_FAIL);
     }
     return p;
