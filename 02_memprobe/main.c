@@ -62,7 +62,7 @@ static ProbeRow probe_cpu_one(const Opts *o, long N, int naive, const float *che
     make_qkv(q, k, v, n, o->seed);
     double t0 = now_sec();
     int rc = naive ? naive_attention_cpu(q, k, v, out, o->B * o->H, N, o->D, 0)
-                   : flash_forward_cpu(q, k, v, out, o->B * o->H, N, o->D, o->BR, o->BC, 0);
+                   : flash_forward_cpu(q, k, v, out, o->B * o->H, N, o->D, o->BR, o->BC, 0, NULL);
     r.ms = (now_sec() - t0) * 1e3;
     r.peak_bytes = mem_peak() - base;
     r.rss_bytes = rss_peak_bytes();

@@ -16,7 +16,10 @@
  *   l      = alpha l + beta l_tile
  *   o      = alpha o + beta p_tile V_j
  *
- * and at the end O_i = o / l. The memory it needs beyond Q, K, V, O is
+ * and at the end O_i = o / l. A score modifier (ALiBi's -slope |i - j|, with
+ * the absolute row and column) goes on s_tile before m_tile, like the causal
+ * mask: then m_tile is the max of the scores actually exponentiated and the
+ * running max keeps bounding every exponent. The memory it needs beyond Q, K, V, O is
  * BR*BC + BR*D + 2*BR floats, whatever N is: that is the whole memory win.
  */
 #include "common.h"
@@ -36,7 +39,8 @@ int flash_forward_cpu(const float *q,  // [bh, N, D]
                       const float *k,  // [bh, N, D]
                       const float *v,  // [bh, N, D]
                       float *out,      // [bh, N, D]
-                      long bh, long N, long D, long BR, long BC, int causal)
+                      long bh, long N, long D, long BR, long BC, int causal,
+                      const float *slope)  // [bh] ALiBi slope of each head, or NULL
 {
     const float scale = 1.0f / sqrtf((float)D);
     float *s_tile = tmalloc((size_t)BR * BC * sizeof(float));  // [BR, BC], reused for p_tile
@@ -67,6 +71,10 @@ int flash_forward_cpu(const float *q,  // [bh, N, D]
                     float m_tile = -INFINITY, l_tile = 0.0f;
                     for (long c = 0; c < bc; c++) {
                         sr[c] = dot_f32(qr, kh + (size_t)(j + c) * D, D) * scale; // s_tile = Q_i K_j^T / sqrt(D)
+                        if (slope) {                                      // a score modifier goes here, on s_tile,
+                            const long dist = i + r > j + c ? i + r - (j + c) : j + c - (i + r); // before m_tile,
+                            sr[c] -= slope[h] * (float)dist;              // with absolute indices: ALiBi, -slope |i - j|
+                        }
                         if (causal && j + c > i + r) sr[c] = -INFINITY; // absolute indices: key j+c vs query i+r
                         m_tile = fmaxf(m_tile, sr[c]);            // m_tile = rowmax(s_tile)
                     }

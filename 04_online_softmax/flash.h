@@ -10,10 +10,11 @@ extern "C" {
  * streaming K/V tiles of BC rows through a running max m, running sum l and
  * running output o (all fp32). Never more than a [BR, BC] score tile exists.
  * causal: key j > query i masked (absolute indices), tiles wholly above the
- * diagonal skipped. Q, K, V, O are [bh, N, D]. Returns 0, or -1 (nothing
+ * diagonal skipped. slope (may be NULL): ALiBi, head x's scores get
+ * -slope[x] |i - j| (absolute indices) before m_tile. Q, K, V, O are [bh, N, D]. Returns 0, or -1 (nothing
  * computed) when its small tracked buffers do not fit under the memory limit. */
 int flash_forward_cpu(const float *q, const float *k, const float *v, float *o,
-                      long bh, long N, long D, long BR, long BC, int causal);
+                      long bh, long N, long D, long BR, long BC, int causal, const float *slope);
 
 #ifdef __cplusplus
 }

@@ -142,7 +142,7 @@ typedef struct {
  * NaN-poisoned output, against the float64 reference on the same rounded
  * inputs. ref may be passed in (same inputs) to save recomputing it. */
 static Case run_case(long B, long H, long N, long D, long BR, long BC, int causal, int dtype, uint64_t seed,
-                     double *ref_in)
+                     double *ref_in, int alibi)
 {
     Case c;
     size_t n = (size_t)B * H * N * D;
@@ -150,10 +150,12 @@ static Case run_case(long B, long H, long N, long D, long BR, long BC, int causa
     double *ref = ref_in ? ref_in : xmalloc(n * sizeof(double), "reference");
     make_qkv(q, k, v, n, seed);
     round_to_dtype(q, n, dtype); round_to_dtype(k, n, dtype); round_to_dtype(v, n, dtype);
-    if (!ref_in) ref_attention(q, k, v, B * H, N, D, causal, ref);
+    float *slope = alibi ? xmalloc((size_t)B * H * 4, "ALiBi slopes") : NULL; // alibi: ALiBi's -slope |i - j|
+    if (slope) alibi_slopes(slope, B, H);
+    if (!ref_in) ref_attention_bias(q, k, v, B * H, N, D, causal, slope, ref);
     c.out = xmalloc(n * 4, "O");
     for (size_t i = 0; i < n; i++) c.out[i] = NAN;                   // poisoned: an unwritten element fails
-    if (flash_forward_cpu(q, k, v, c.out, B * H, N, D, BR, BC, causal) != 0) {
+    if (flash_forward_cpu(q, k, v, c.out, B * H, N, D, BR, BC, causal, slope) != 0) {
         fprintf(stderr, "step04: out of memory for the tiles\n");
         exit(EXIT_FAIL);
     }
@@ -166,7 +168,7 @@ static Case run_case(long B, long H, long N, long D, long BR, long BC, int causa
         tfree(nb);
     }
     c.e = compare(c.out, ref, n, dtype == DT_FP16 ? 2e-2 : 1e-5, dtype == DT_FP16 ? 0 : 1e-5);
-    tfree(q); tfree(k); tfree(v);
+    tfree(q); tfree(k); tfree(v); tfree(slope);
     if (!ref_in) tfree(ref);
     return c;
 }
@@ -212,7 +214,7 @@ static int verification_table(int check, FILE *csv, uint64_t seed)
                 tfree(q); tfree(k); tfree(v);
             }
             for (int t = 0; t < NB; t++) {
-                Case c = run_case(1, 2, N, D, BLOCKS[t], BLOCKS[t], 0, DT_FP32, seed + a * 10 + b, ref);
+                Case c = run_case(1, 2, N, D, BLOCKS[t], BLOCKS[t], 0, DT_FP32, seed + a * 10 + b, ref, 0);
                 outs[t] = c.out;
                 err[t] = c.e.max_abs;
                 if (!(c.e.max_abs <= g_worst_err)) g_worst_err = c.e.max_abs;
@@ -260,14 +262,25 @@ static int run_checks(uint64_t seed)
     for (size_t t = 0; t < 4; t++)
         for (int causal = 0; causal < 2; causal++) {
             long N = causal ? 65 : 257;
-            Case c = run_case(2, 1, N, 64, pairs[t][0], pairs[t][1], causal, DT_FP32, seed + 100 + t, NULL);
+            Case c = run_case(2, 1, N, 64, pairs[t][0], pairs[t][1], causal, DT_FP32, seed + 100 + t, NULL, 0);
             snprintf(name, sizeof name, "tiled-fp32 BR=%ld BC=%ld N=%ld D=64%s", pairs[t][0], pairs[t][1], N, causal ? " causal" : "");
             report(c.e.n_bad == 0, &c.e, name, "%s (tol 1e-5)", fmt_err(&c.e, eb, sizeof eb));
             tfree(c.out);
         }
+    /* A score modifier, ALiBi: -slope_h |i - j| on s_tile before m_tile, absolute indices (question 5). */
+    for (size_t t = 0; t < 4; t++)
+        for (int causal = 0; causal < 2; causal++) {
+            static const long aN[] = {1, 65, 257, 100};
+            Case c = run_case(2, 3, aN[t], 32, pairs[t][0], pairs[t][1], causal, DT_FP32, seed + 300 + t, NULL, 1);
+            snprintf(name, sizeof name, "alibi-fp32 BR=%ld BC=%ld N=%ld D=32 H=3%s", pairs[t][0], pairs[t][1], aN[t],
+                     causal ? " causal" : "");
+            report(c.e.n_bad == 0, &c.e, name, "vs the float64 reference with the same bias: %s (tol 1e-5)",
+                   fmt_err(&c.e, eb, sizeof eb));
+            tfree(c.out);
+        }
     static const long fpN[] = {64, 257, 513};
     for (size_t t = 0; t < 3; t++) {
-        Case c = run_case(1, 2, fpN[t], 64, 64, 64, 0, DT_FP16, seed + 200 + t, NULL);
+        Case c = run_case(1, 2, fpN[t], 64, 64, 64, 0, DT_FP16, seed + 200 + t, NULL, 0);
         snprintf(name, sizeof name, "tiled-fp16 N=%ld D=64", fpN[t]);
         report(fp16_ok(&c), &c.e, name, "max abs %.2e vs naive-fp16 %.2e (rule: <= 2x naive and < 2e-2)", c.e.max_abs,
                c.base.max_abs);
@@ -283,7 +296,7 @@ static void run_once(void *p)
 {
     Run *r = p;
     int rc = r->naive ? naive_attention_cpu(r->q, r->k, r->v, r->o, r->bh, r->N, r->D, r->causal)
-                      : flash_forward_cpu(r->q, r->k, r->v, r->o, r->bh, r->N, r->D, r->BR, r->BC, r->causal);
+                      : flash_forward_cpu(r->q, r->k, r->v, r->o, r->bh, r->N, r->D, r->BR, r->BC, r->causal, NULL);
     if (rc != 0) {
         fprintf(stderr, "step04: out of memory (%s)\n", r->naive ? "naive S and P" : "tiles");
         exit(EXIT_FAIL);
@@ -295,13 +308,15 @@ static void usage(const Opts *o)
     printf("usage: ./step04 [options]\n"
            "The online softmax on a vector, then the one-pass tiled forward (book Steps 3, 4).\n");
     print_common_usage(o);
-    printf("  --csv-state FILE       write the online-softmax state (m, l) per K/V tile for query row 0 of head 0\n");
+    printf("  --csv-state FILE       write the online-softmax state (m, l) per K/V tile for query row 0 of head 0\n"
+           "  --alibi                also run the tiled forward with ALiBi, -slope_h |i - j| on s_tile before m_tile\n");
 }
 
 int main(int argc, char **argv)
 {
     Opts o;
     const char *csv_state = NULL;
+    int alibi = 0;
     opts_expand(&argc, &argv);
     opts_init(&o, "step04", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_CAUSAL | OPT_SEED | OPT_REPEAT | OPT_CSV |
                   OPT_CHECK | OPT_NPY, (1u << DT_FP32) | (1u << DT_FP16));
@@ -309,6 +324,7 @@ int main(int argc, char **argv)
     o.repeat = 3;
     for (int i = 1; i < argc; i++) {
         if (opts_parse_common(&o, argc, argv, &i)) continue;
+        if (!strcmp(argv[i], "--alibi")) { alibi = 1; continue; }
         if (!strcmp(argv[i], "--csv-state")) { csv_state = opt_value(argc, argv, &i); if (!*csv_state) usage_error("option --csv-state: empty file name"); continue; }
         usage_error("unknown option '%s' (see --help)", argv[i]);
     }
@@ -359,10 +375,24 @@ int main(int argc, char **argv)
            fmt_bytes((double)peak_naive, b1, sizeof b1), fmt_bytes((double)peak_tiled, b2, sizeof b2));
     ok &= e.n_bad == 0;
     if (o.dtype == DT_FP16) {
-        Case c = run_case(o.B, o.H, o.N, o.D, o.BR, o.BC, o.causal, DT_FP16, o.seed, NULL);
+        Case c = run_case(o.B, o.H, o.N, o.D, o.BR, o.BC, o.causal, DT_FP16, o.seed, NULL, 0);
         printf("fp16: tiled max abs %.2e, naive with fp16 storage %.2e: %s (rule: <= 2x naive, < 2e-2)\n", c.e.max_abs,
                c.base.max_abs, fp16_ok(&c) ? "within the rule" : "OUTSIDE the rule");
         ok &= fp16_ok(&c);
+        tfree(c.out);
+    }
+    if (alibi) { /* question 5: where a score modifier goes */
+        Case c = run_case(o.B, o.H, o.N, o.D, o.BR, o.BC, o.causal, DT_FP32, o.seed, NULL, 1);
+        printf("\n-- ALiBi (--alibi): s_tile -= slope_h |i - j|, absolute row i = i0 + r and key j = j0 + c, before m_tile;\n"
+               "   slopes 2^(-8(h+1)/H) (%g .. %g for H = %ld), random inputs from --seed\n",
+               alibi_slope(0, o.H), alibi_slope(o.H - 1, o.H), o.H);
+        printf("tiled with ALiBi vs the float64 reference with the same bias: %s%s\n", fmt_err(&c.e, eb, sizeof eb),
+               c.e.n_bad ? "  <-- WRONG" : "");
+        printf("answer: a score modifier goes where the mask goes, on s_tile before m_tile, computed from absolute indices: "
+               "then m_tile is the max of the scores that are exponentiated (the running max still bounds every e^(s - m)), "
+               "and a key's bias does not depend on which tile it falls in (./step07 --break alibi-after-max and "
+               "alibi-relative show the two wrong places)\n");
+        ok &= c.e.n_bad == 0;
         tfree(c.out);
     }
     if (o.outfile) {

@@ -124,7 +124,7 @@ static void check_forms(long N, long D, long BR, long BC, uint64_t seed)
         const char *what;
         if (brks[b] == BREAK_NONE) { ref_attention(q, k, v, bh, N, D, 1, ref); what = "the float64 causal reference"; }
         else {
-            break_forward_cpu(q, k, v, o2, bh, N, D, BR, BC, brks[b], 1, 0, 0, NULL, NULL);
+            break_forward_cpu(q, k, v, o2, bh, N, D, BR, BC, brks[b], 1, 0, 0, NULL, NULL, NULL);
             for (size_t i = 0; i < n; i++) ref[i] = o2[i];
             what = "step 07's tiled break_forward_cpu (causal)";
         }

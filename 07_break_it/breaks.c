@@ -8,6 +8,11 @@
  *            alpha and beta go: l = l + l_tile, o = o + p V, m = m_tile.
  *   BREAK-3  (running max initialised to 0 instead of -inf).
  *
+ *   BREAK-ALIBI-REL  (a score modifier, ALiBi's -slope |i - j|, from the tile's
+ *            own r and c instead of the absolute i0 + r, j0 + c).
+ *   BREAK-ALIBI-MAX  (the modifier added after m_tile is taken: m_tile is the
+ *            max of the unbiased scores, not of those exponentiated).
+ *
  * To make a break by hand, edit the tagged lines as their comments say and
  * run ./step07 --break none: the checks and the diagnosis then tell you
  * which break you made.
@@ -22,8 +27,18 @@
  * overflowing to inf above 65504, as an fp16 register or buffer would). */
 static float st(float x, int fp16) { return fp16 ? f16_to_f32(f32_to_f16(x)) : x; }
 
+/* ALiBi's bias of score (i0 + r, j0 + c) for head h: -slope |i - j| with absolute indices (right), or with the
+ * tile's own r and c (BREAK-ALIBI-REL: the tile-relative bug, as with the mask). 0 without slopes. */
+static float alibi_bias(const float *slope, long h, int brk, long i0, long r, long j0, long c)
+{
+    if (!slope) return 0.0f;
+    const long i = brk == BREAK_ALIBI_RELATIVE ? r : i0 + r, j = brk == BREAK_ALIBI_RELATIVE ? c : j0 + c; // BREAK-ALIBI-REL
+    return -slope[h] * (float)(i > j ? i - j : j - i);
+}
+
 int break_forward_cpu(const float *q, const float *k, const float *v, float *out, long bh, long N, long D, long BR,
-                      long BC, int brk, int causal, int fp16, long trace_row, TraceTile *trace, FirstInf *first)
+                      long BC, int brk, int causal, int fp16, long trace_row, TraceTile *trace, FirstInf *first,
+                      const float *slope)
 {
     const float scale = 1.0f / sqrtf((float)D);
     float *s = tmalloc((size_t)BR * BC * 4), *o = tmalloc((size_t)BR * D * 4);
@@ -46,6 +61,8 @@ int break_forward_cpu(const float *q, const float *k, const float *v, float *out
                     float *sr = s + r * BC, m_tile = -INFINITY, l_tile = 0.0f, max_s = -INFINITY, max_p = 0.0f;
                     for (long c = 0; c < bc; c++) {
                         sr[c] = st(dot_f32(qh + (i0 + r) * D, kh + (j0 + c) * D, D) * scale, fp16); // s_tile
+                        if (brk != BREAK_ALIBI_AFTER_MAX)                                       // the modifier, before m_tile
+                            sr[c] = st(sr[c] + alibi_bias(slope, h, brk, i0, r, j0, c), fp16); // BREAK-ALIBI-MAX: moved below
                         if (causal && mask_hides(MASK_ABSOLUTE, i0, r, j0, c)) sr[c] = -INFINITY;
                         m_tile = fmaxf(m_tile, sr[c]);                 // m_tile = rowmax(s_tile)
                         max_s = fmaxf(max_s, sr[c]);
@@ -54,7 +71,9 @@ int break_forward_cpu(const float *q, const float *k, const float *v, float *out
                     for (long c = 0; c < bc; c++) {
                         const float sc = sr[c];
                         if (brk == BREAK_NO_MAX) sr[c] = st(expf(sc), fp16);      // BREAK-1: p = e^s, no max subtracted
-                        else sr[c] = st(expf(sc - m_tile), fp16);                 // p_tile = e^(s - m_tile)
+                        else if (brk == BREAK_ALIBI_AFTER_MAX)                     // BREAK-ALIBI-MAX: the bias after m_tile:
+                            sr[c] = st(expf(sc + alibi_bias(slope, h, brk, i0, r, j0, c) - m_tile), fp16); // m_tile no
+                        else sr[c] = st(expf(sc - m_tile), fp16);                 // longer the max: p_tile = e^(s - m_tile)
                         l_tile = st(l_tile + sr[c], fp16);                        // l_tile = rowsum(p_tile)
                         max_p = fmaxf(max_p, sr[c]);
                         if (first && first->tile < 0 && !f32_is_finite(sr[c])) {
@@ -63,7 +82,7 @@ int break_forward_cpu(const float *q, const float *k, const float *v, float *out
                     }
                     float alpha = 1.0f, beta = 1.0f;
                     float m_new = fmaxf(m[r], m_tile);                             // m_new = max(m, m_tile)
-                    if (brk == BREAK_NONE || brk == BREAK_MAX_ZERO) {
+                    if (brk != BREAK_NO_MAX && brk != BREAK_NO_RESCALE) {
                         alpha = expf(m[r] - m_new);                               // BREAK-1, BREAK-2: alpha = e^(m - m_new)
                         beta = expf(m_tile - m_new);                              // BREAK-1, BREAK-2: beta = e^(m_tile - m_new)
                     }
@@ -98,16 +117,25 @@ int break_forward_cpu(const float *q, const float *k, const float *v, float *out
     return 0;
 }
 
-void break_inputs(float *q, float *k, float *v, long bh, long N, long D, double scale, int neg_rows, uint64_t seed)
+void break_inputs(float *q, float *k, float *v, long bh, long N, long D, double scale, int kind, uint64_t seed)
 {
     const size_t n = (size_t)bh * N * D;
     make_qkv(q, k, v, n, seed);
-    if (neg_rows) { /* keys share a +3 offset; queries of the first half point the other way, hard */
+    if (kind == INPUTS_NEG_ROWS) { /* keys share a +3 offset; queries of the first half point the other way, hard */
         for (size_t i = 0; i < n; i++) k[i] += 3.0f;
         for (long h = 0; h < bh; h++)
             for (long i = 0; i < N / 2; i++)
                 for (long d = 0; d < D; d++) q[((size_t)h * N + i) * D + d] = -12.0f;
     }
+    if (kind == INPUTS_FAR_KEY) /* rows N/2.. of each head point at key 0 alone: score 300 there, 1/8 of it elsewhere */
+        for (long h = 0; h < bh; h++) {
+            const float *k0 = k + (size_t)h * N * D;
+            double kk = 0;
+            for (long d = 0; d < D; d++) kk += (double)k0[d] * k0[d];
+            for (long i = N / 2; i < N; i++)
+                for (long d = 0; d < D; d++)
+                    q[((size_t)h * N + i) * D + d] = (float)(300.0 * sqrt((double)D) / kk * k0[d]);
+        }
     for (size_t i = 0; i < n; i++) q[i] *= (float)scale;
     round_to_dtype(q, n, DT_FP16); /* the same inputs for fp16 and fp32 runs: fp16-representable */
     round_to_dtype(k, n, DT_FP16);

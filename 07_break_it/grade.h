@@ -16,6 +16,12 @@ int grade_assignment(const char *dir, unsigned long long seed);
  * file exits 2 with one line naming it. *cause (may be NULL) gets the diagnosis, NULL if all right. */
 int grade_dir(const char *dir, int print, const char **cause);
 
+/* Where a score modifier went, if it went to a known wrong place: out (of inputs q, k, v [bh, N, D] with
+ * ALiBi slopes [bh]) equals Break ALiBi-after-max or ALiBi-relative at tiles of 16..128. Returns the cause
+ * and *tile, or NULL. */
+const char *alibi_diagnosis(const float *q, const float *k, const float *v, const float *out, const float *slope,
+                            long bh, long N, long D, double tol, long *tile);
+
 /* The grader's own checks (PASS/FAIL lines): the repository's own breaks are written as a student would,
  * graded, and must get their own diagnosis; the intact forward must pass. */
 void grade_checks(void);

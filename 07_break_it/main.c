@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const break_names[] = {"none", "no-max", "no-rescale", "max-zero"};
+static const char *const break_names[] = {"none", "no-max", "no-rescale", "max-zero", "alibi-relative", "alibi-after-max"};
 
 // --- one run ------------------------------------------------------------------------
 
@@ -41,7 +41,7 @@ typedef struct {
     long B, H, N, D, BR, BC;
     double scale;      /* Q is multiplied by this: scores scale with it */
     uint64_t seed;
-    int neg_rows;      /* make the first half of each head's rows score very negatively against every key */
+    int inputs;        /* INPUTS_* (breaks.h): random, very negative rows, rows pointing at a far key */
 } Setup;
 
 typedef struct { float *q, *k, *v; double *ref; size_t n; float max_s; } Inputs;
@@ -52,7 +52,7 @@ static Inputs make_inputs(const Setup *u)
     long bh = u->B * u->H;
     in.n = (size_t)bh * u->N * u->D;
     in.q = xmalloc(in.n * 4, "Q"); in.k = xmalloc(in.n * 4, "K"); in.v = xmalloc(in.n * 4, "V");
-    break_inputs(in.q, in.k, in.v, bh, u->N, u->D, u->scale, u->neg_rows, u->seed);
+    break_inputs(in.q, in.k, in.v, bh, u->N, u->D, u->scale, u->inputs, u->seed);
     in.ref = xmalloc(in.n * sizeof(double), "reference");
     ref_attention(in.q, in.k, in.v, bh, u->N, u->D, 0, in.ref);
     in.max_s = -INFINITY;
@@ -87,7 +87,7 @@ static Result run(const Setup *u, const Inputs *in, int brk, int fp16, int gpu, 
 #else
         r.gpu_ok = 0; /* never asked for: gpu is 0 without CUDA */
 #endif
-    } else if (break_forward_cpu(in->q, in->k, in->v, o, bh, u->N, u->D, u->BR, BC, brk, 0, fp16, trace_row, trace, &r.first) != 0) {
+    } else if (break_forward_cpu(in->q, in->k, in->v, o, bh, u->N, u->D, u->BR, BC, brk, 0, fp16, trace_row, trace, &r.first, NULL) != 0) {
         fprintf(stderr, "step07: out of memory for the tiles\n");
         exit(EXIT_FAIL);
     }
@@ -138,7 +138,7 @@ static int first_overflow(const Setup *base, int fp16, int gpu, Overflow *out, i
 static const char *diagnose_break(const Setup *u, int brk)
 {
     Setup s = *u;
-    s.neg_rows = brk == BREAK_MAX_ZERO;
+    s.inputs = brk == BREAK_MAX_ZERO ? INPUTS_NEG_ROWS : INPUTS_RANDOM;
     s.scale = brk == BREAK_NO_MAX ? 16 : 1; /* Break 1 needs scores past 11 to overflow fp16 */
     Inputs in = make_inputs(&s);
     const int fp16 = brk == BREAK_NO_MAX; /* fp16 where it overflows; fp32 elsewhere, so "right" means 1e-5 */
@@ -148,10 +148,10 @@ static const char *diagnose_break(const Setup *u, int brk)
     memset(&g, 0, sizeof g);
     g.multi = &multi.e;
     g.single = &single.e;
-    if (s.neg_rows) { /* rows 0 .. N/2-1 of each head are the very negative ones */
+    if (s.inputs == INPUTS_NEG_ROWS) { /* rows 0 .. N/2-1 of each head are the very negative ones */
         long bh = s.B * s.H;
         float *o = xmalloc(in.n * 4, "O");
-        break_forward_cpu(in.q, in.k, in.v, o, bh, s.N, s.D, s.BR, s.BC, brk, 0, fp16, 0, NULL, NULL);
+        break_forward_cpu(in.q, in.k, in.v, o, bh, s.N, s.D, s.BR, s.BC, brk, 0, fp16, 0, NULL, NULL, NULL);
         int neg_bad = 1, other_ok = 1;
         for (long h = 0; h < bh; h++)
             for (long i = 0; i < s.N; i++) {
@@ -196,6 +196,97 @@ static const char *diagnose_relative(void)
     return diagnose(&g);
 }
 
+// --- a score modifier in the wrong place (the chapter's question 5) -------------------------
+
+/* ALiBi's -slope_h |i - j| computed right, and in one of its two wrong places (brk), on inputs of kind
+ * `inputs`; errors against the float64 reference with the bias. Returns the broken run's Err. */
+static Err alibi_run(const Setup *base, int inputs, int brk, int fp16, long BR, long BC, Err *intact, float **out)
+{
+    Setup s = *base;
+    s.inputs = inputs;
+    s.scale = 1;
+    Inputs in = make_inputs(&s);
+    const long bh = s.B * s.H;
+    float *slope = xmalloc((size_t)bh * 4, "ALiBi slopes"), *o = xmalloc(in.n * 4, "O");
+    alibi_slopes(slope, s.B, s.H);
+    ref_attention_bias(in.q, in.k, in.v, bh, s.N, s.D, 0, slope, in.ref);
+    break_forward_cpu(in.q, in.k, in.v, o, bh, s.N, s.D, BR, BC, BREAK_NONE, 0, fp16, 0, NULL, NULL, slope);
+    *intact = compare(o, in.ref, in.n, fp16 ? 2e-2 : 1e-5, fp16 ? 0 : 1e-5);
+    break_forward_cpu(in.q, in.k, in.v, o, bh, s.N, s.D, BR, BC, brk, 0, fp16, 0, NULL, NULL, slope);
+    const Err e = compare(o, in.ref, in.n, fp16 ? 2e-2 : 1e-5, fp16 ? 0 : 1e-5);
+    if (out) *out = o; else tfree(o);
+    tfree(slope);
+    free_inputs(&in);
+    return e;
+}
+
+static int run_alibi(const Setup *u, int brk, int fp16)
+{
+    char eb[128], ib[128];
+    printf("ALiBi, -slope_h |i - j| on every score (slopes 2^(-8(h+1)/H): %g .. %g for H = %ld), %s, BR=%ld BC=%ld, "
+           "and --break %s:\n", alibi_slope(0, u->H), alibi_slope(u->H - 1, u->H), u->H, fp16 ? "fp16" : "fp32", u->BR,
+           u->BC, break_names[brk]);
+    Err in0, e = alibi_run(u, INPUTS_RANDOM, brk, fp16, u->BR, u->BC, &in0, NULL);
+    printf("  random inputs: bias in the right place %s; --break %s %s%s\n", fmt_err(&in0, ib, sizeof ib), break_names[brk],
+           e.n_nonfinite ? "inf/NaN, " : "", fmt_err(&e, eb, sizeof eb));
+    if (brk == BREAK_ALIBI_RELATIVE) {
+        Err one0, one = alibi_run(u, INPUTS_RANDOM, brk, fp16, u->N, u->N, &one0, NULL);
+        printf("  one tile (BR = BC = N): --break %s %s\n", break_names[brk], fmt_err(&one, eb, sizeof eb));
+        printf("answer: ALiBi's bias from tile-relative indices is finite and wrong (max abs %.3f) with several tiles and "
+               "right with one (%.1e): -slope |r - c| is -slope |i - j| only where i0 = j0, so every tile off the "
+               "diagonal gets the diagonal's bias; a score modifier needs the absolute i0 + r, j0 + c, as the mask does\n",
+               e.max_abs, one.max_abs);
+        return e.n_bad > 0 && one.n_bad == 0 ? EXIT_OK : EXIT_FAIL;
+    }
+    /* The far key: rows N/2.. point at key 0 alone, so the largest score of the row is also the most biased. */
+    Err far0, far = alibi_run(u, INPUTS_FAR_KEY, brk, fp16, u->BR, u->BC, &far0, NULL);
+    printf("  rows N/2.. aligned with key 0 alone (score 300 there): bias in the right place %s; --break %s %zu of %zu "
+           "outputs inf/NaN, %s\n", fmt_err(&far0, ib, sizeof ib), break_names[brk], far.n_nonfinite, far.n,
+           fmt_err(&far, eb, sizeof eb));
+    Setup w = *u;                  /* the same with 8 heads: head 0's slope is 1/2, -127.5 at distance 255 */
+    w.H = 8;
+    Err wide0, wide = alibi_run(&w, INPUTS_FAR_KEY, brk, fp16, u->BR, u->BC, &wide0, NULL);
+    printf("  the same with H = 8 (head 0's slope 1/2): bias in the right place %s; --break %s %zu of %zu outputs "
+           "inf/NaN\n", fmt_err(&wide0, ib, sizeof ib), break_names[brk], wide.n_nonfinite, wide.n);
+    printf("answer: ALiBi's bias added after m_tile is right on random inputs (max abs %.1e): the bias is never positive, "
+           "so the unbiased max still bounds every exponent from above and nothing overflows. It fails by underflow, when "
+           "the row's largest score sits at a far key (bias -slope |i - j|): every e^(s + bias - m_tile) falls below "
+           "e^-103 in fp32 (e^-17 in fp16), l = 0 and o / l = NaN: %zu outputs with H = %ld (head 0's slope %g, -%.0f at "
+           "distance %ld), %zu with H = 8 (-128). A modifier that can be positive would overflow instead. Before m_tile, "
+           "m is the max of what is exponentiated\n", e.max_abs, far.n_nonfinite, u->H, alibi_slope(0, u->H),
+           alibi_slope(0, u->H) * (double)(u->N - 1), u->N - 1, wide.n_nonfinite);
+    return e.n_bad == 0 && wide.n_nonfinite > 0 && far0.n_bad == 0 && wide0.n_bad == 0 ? EXIT_OK : EXIT_FAIL;
+}
+
+/* Each wrong place of the modifier, through the diagnosis, which must name it. */
+static void diagnose_alibi_breaks(const Setup *u)
+{
+    static const struct { int brk; const char *cause; } cases[] = {
+        {BREAK_ALIBI_RELATIVE, "ALiBi's bias from tile-relative indices"},
+        {BREAK_ALIBI_AFTER_MAX, "ALiBi's bias added after the running max"},
+    };
+    for (int c = 0; c < 2; c++) {
+        Setup s = *u;
+        s.inputs = INPUTS_FAR_KEY;
+        s.scale = 1;
+        Inputs in = make_inputs(&s);
+        const long bh = s.B * s.H;
+        float *slope = xmalloc((size_t)bh * 4, "slopes"), *o = xmalloc(in.n * 4, "O");
+        alibi_slopes(slope, s.B, s.H);
+        break_forward_cpu(in.q, in.k, in.v, o, bh, s.N, s.D, s.BR, s.BC, cases[c].brk, 0, 0, 0, NULL, NULL, slope);
+        long tile = 0;
+        const char *got = alibi_diagnosis(in.q, in.k, in.v, o, slope, bh, s.N, s.D, 1e-4, &tile);
+        char name[64];
+        snprintf(name, sizeof name, "diagnose/%s", break_names[cases[c].brk]);
+        const long want_tile = cases[c].brk == BREAK_ALIBI_RELATIVE ? s.BC : 0; /* after-max: no tile size to tell */
+        report(got && !strcmp(got, cases[c].cause) && tile == want_tile, NULL, name,
+               "expected \"%s\" (tile %ld), diagnosis says \"%s\" (tile %ld)", cases[c].cause, want_tile,
+               got ? got : "(none)", tile);
+        tfree(slope); tfree(o);
+        free_inputs(&in);
+    }
+}
+
 static int run_diagnose(const Setup *u)
 {
     static const struct { int brk; const char *cause; } cases[] = {
@@ -215,6 +306,7 @@ static int run_diagnose(const Setup *u)
            "expected \"mask built from tile-relative indices\", diagnosis says \"%s\"", got ? got : "(none)");
     got = diagnose_break(u, BREAK_NONE);
     report(got == NULL, NULL, "diagnose/intact", "the intact forward has no diagnosis (got \"%s\")", got ? got : "(none)");
+    diagnose_alibi_breaks(u);
     return report_finish();
 }
 
@@ -271,7 +363,7 @@ static int run_checks(const Setup *u, int gpu)
             free_inputs(&ti);
         }
         Setup n = *u;
-        n.neg_rows = 1; n.scale = 1;
+        n.inputs = INPUTS_NEG_ROWS; n.scale = 1;
         Inputs ni = make_inputs(&n);
         Result z = run(&n, &ni, BREAK_MAX_ZERO, 0, g, n.BC, 0, NULL);
         Result zi = run(&n, &ni, BREAK_NONE, 0, g, n.BC, 0, NULL);
@@ -299,7 +391,7 @@ static void usage(const Opts *o)
            "  --diagnose             run each known break through the diagnosis and check it names the cause\n"
            "  --assignment DIR       write input sets for a student's own tiled attention (and DIR/README.txt)\n"
            "  --grade DIR            grade the student's DIR/out_SET.npy: PASS per set, or the break it shows\n"
-           "  --q/--k/--v FILE.npy --out FILE.npy [--causal]   run --break (default none) on these inputs, save O\n");
+           "  --q/--k/--v FILE.npy --out FILE.npy [--causal] [--alibi]   run --break (default none) on these inputs, save O\n");
 }
 
 static void print_trace(const Setup *u, const Inputs *in, int brk, int fp16, long row, FILE *csv)
@@ -327,17 +419,19 @@ int main(int argc, char **argv)
     long trace_row = -1;
     double scale = 1;
     const char *assignment = NULL, *grade = NULL;
+    int alibi = 0;
     opts_expand(&argc, &argv);
     opts_init(&o, "step07", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_DEVICE | OPT_NPY |
               OPT_CAUSAL, (1u << DT_FP32) | (1u << DT_FP16));
     o.B = 2; o.H = 4; o.N = 256; o.D = 64; o.BR = 64; o.BC = 64;
     for (int i = 1; i < argc; i++) {
         if (opts_parse_common(&o, argc, argv, &i)) continue;
-        if (!strcmp(argv[i], "--break")) { const char *opt = argv[i]; brk = parse_choice(opt, opt_value(argc, argv, &i), break_names, 4); continue; }
+        if (!strcmp(argv[i], "--break")) { const char *opt = argv[i]; brk = parse_choice(opt, opt_value(argc, argv, &i), break_names, 6); continue; }
         if (!strcmp(argv[i], "--score-scale")) { const char *opt = argv[i]; scale = parse_double(opt, opt_value(argc, argv, &i), 1e-3, 1e3); continue; }
         if (!strcmp(argv[i], "--trace")) { trace = 1; continue; }
         if (!strcmp(argv[i], "--trace-row")) { const char *opt = argv[i]; trace_row = parse_long(opt, opt_value(argc, argv, &i), 0, 1048575); continue; }
         if (!strcmp(argv[i], "--diagnose")) { diag = 1; continue; }
+        if (!strcmp(argv[i], "--alibi")) { alibi = 1; continue; }
         if (!strcmp(argv[i], "--assignment") || !strcmp(argv[i], "--grade")) {
             const char **dst = argv[i][2] == 'a' ? &assignment : &grade, *opt = argv[i];
             *dst = opt_value(argc, argv, &i);
@@ -351,6 +445,7 @@ int main(int argc, char **argv)
     if (grade) return grade_dir(grade, 1, NULL);
     if (o.outfile && !o.qfile) usage_error("option --out needs --q, --k and --v: the inputs whose output it saves");
     if (o.causal && !o.qfile) usage_error("option --causal goes with --q/--k/--v/--out (the other runs are non-causal)");
+    if (alibi && !o.qfile) usage_error("option --alibi goes with --q/--k/--v/--out (--break alibi-... runs its own)");
     opts_validate(&o, sizeof(float));
     if (o.qfile) { /* a break on given inputs, saved: what a student's broken kernel would write */
         float *q, *k, *v;
@@ -359,19 +454,24 @@ int main(int argc, char **argv)
         float *out = xmalloc(n * 4, "O");
         double *ref = xmalloc(n * sizeof(double), "reference");
         const int b = brk < 0 ? BREAK_NONE : brk;
+        float *slope = NULL; /* --alibi, or an ALiBi break: ALiBi's slopes for H heads */
+        if (alibi || b == BREAK_ALIBI_RELATIVE || b == BREAK_ALIBI_AFTER_MAX) {
+            slope = xmalloc((size_t)o.B * o.H * 4, "ALiBi slopes");
+            alibi_slopes(slope, o.B, o.H);
+        }
         if (break_forward_cpu(q, k, v, out, o.B * o.H, o.N, o.D, o.BR, o.BC, b, o.causal, o.dtype == DT_FP16, 0, NULL,
-                              NULL) != 0) { fprintf(stderr, "step07: out of memory for the tiles\n"); return EXIT_FAIL; }
-        ref_attention(q, k, v, o.B * o.H, o.N, o.D, o.causal, ref);
+                              NULL, slope) != 0) { fprintf(stderr, "step07: out of memory for the tiles\n"); return EXIT_FAIL; }
+        ref_attention_bias(q, k, v, o.B * o.H, o.N, o.D, o.causal, slope, ref);
         char eb[128];
         Err e = compare(out, ref, n, 1e-5, 1e-5);
-        printf("--break %s, %s, BR=%ld BC=%ld%s: %s%s\n", break_names[b], dtype_name(o.dtype), o.BR, o.BC,
-               o.causal ? ", causal" : "", fmt_err(&e, eb, sizeof eb), e.n_nonfinite ? " (inf/NaN in the output)" : "");
+        printf("--break %s, %s, BR=%ld BC=%ld%s%s: %s%s\n", break_names[b], dtype_name(o.dtype), o.BR, o.BC,
+               o.causal ? ", causal" : "", slope ? ", ALiBi" : "", fmt_err(&e, eb, sizeof eb), e.n_nonfinite ? " (inf/NaN in the output)" : "");
         const long shape[4] = {o.B, o.H, o.N, o.D};
         if (o.outfile) {
             if (npy_save(o.outfile, out, shape, 4, DT_FP32) != 0) usage_error("option --out: cannot write %s", o.outfile);
             printf("wrote %s\n", o.outfile);
         }
-        tfree(q); tfree(k); tfree(v); tfree(out); tfree(ref);
+        tfree(q); tfree(k); tfree(v); tfree(out); tfree(ref); tfree(slope);
         return EXIT_OK;
     }
     if (o.D != 32 && o.D != 64 && o.D != 128 && o.device == DEV_GPU)
@@ -382,6 +482,12 @@ int main(int argc, char **argv)
     if (o.device == DEV_GPU) gpu_require();
     if (gpu) opts_gpu_grid(&o, 1);
     if (diag) return run_diagnose(&u);
+    if (brk == BREAK_ALIBI_RELATIVE || brk == BREAK_ALIBI_AFTER_MAX) {
+        if (gpu && o.device == DEV_GPU) usage_error("option --break %s runs on the CPU only", break_names[brk]);
+        if (o.qfile) usage_error("option --break %s makes its own inputs (random, and rows pointing at a far key)",
+                                 break_names[brk]);
+        return run_alibi(&u, brk, o.dtype == DT_FP16);
+    }
     if (o.check) return run_checks(&u, gpu);
 
     int fp16 = o.dtype == DT_FP16;
@@ -451,7 +557,7 @@ int main(int argc, char **argv)
         }
         if (brk == BREAK_MAX_ZERO) { /* only rows whose every score is below about -88 break: show such rows */
             Setup n = u;
-            n.neg_rows = 1; n.scale = 1;
+            n.inputs = INPUTS_NEG_ROWS; n.scale = 1;
             Inputs ni = make_inputs(&n);
             Result z = run(&n, &ni, BREAK_MAX_ZERO, fp16, g, o.BC, 0, NULL);
             printf("  --break max-zero   %s (inputs below): %s\n", fp16 ? "fp16" : "fp32", fmt_err(&z.e, eb, sizeof eb));

@@ -95,6 +95,7 @@ bad step07 "grade: output missing" --grade "$tmp/c"
 bad step07 "grade: no such dir"   --grade "$tmp/none"
 bad step07 "assignment: unwritable" --assignment /proc/step07-assignment
 bad step07 "out without inputs"   --out "$tmp/o.npy"
+bad step07 "alibi without inputs" --alibi
 bad step07 "bad break"          --break everything
 bad step07 "score-scale nan"    --score-scale nan
 # Out of memory is not a usage error: exit 1, one line with the bytes asked for.

@@ -416,16 +416,17 @@ float dot_f32(const float *a, const float *b, long D)
 
 /* ------------------------------------------------------ float64 reference */
 
-void ref_attention_row(const float *q, const float *k, const float *v, long N, long D,
-                       int causal, long i, double *s, double *o)
+/* One row, with an optional ALiBi slope (0: plain attention): s_j -= slope |i - j|. */
+static void ref_row(const float *q, const float *k, const float *v, long N, long D, int causal, long i, double slope,
+                    double *s, double *o)
 {
     const double scale = 1.0 / sqrt((double)D);
     long jend = causal ? i + 1 : N;
     double m = -INFINITY, l = 0;
-    for (long j = 0; j < jend; j++) {           /* s_j = q_i . k_j / sqrt(D) */
+    for (long j = 0; j < jend; j++) {           /* s_j = q_i . k_j / sqrt(D) - slope |i - j| */
         double acc = 0;
         for (long d = 0; d < D; d++) acc += (double)q[i * D + d] * k[j * D + d];
-        s[j] = acc * scale;
+        s[j] = acc * scale - slope * (double)(i > j ? i - j : j - i);
         if (s[j] > m) m = s[j];
     }
     for (long j = 0; j < jend; j++) { s[j] = exp(s[j] - m); l += s[j]; } /* stable softmax */
@@ -435,16 +436,42 @@ void ref_attention_row(const float *q, const float *k, const float *v, long N, l
     for (long d = 0; d < D; d++) o[d] /= l;
 }
 
+void ref_attention_row(const float *q, const float *k, const float *v, long N, long D,
+                       int causal, long i, double *s, double *o)
+{
+    ref_row(q, k, v, N, D, causal, i, 0.0, s, o);
+}
+
 void ref_attention(const float *q, const float *k, const float *v, long bh, long N, long D,
                    int causal, double *out)
+{
+    ref_attention_bias(q, k, v, bh, N, D, causal, NULL, out);
+}
+
+void ref_attention_bias(const float *q, const float *k, const float *v, long bh, long N, long D, int causal,
+                        const float *slope, double *out)
 {
     double *s = xmalloc((size_t)N * sizeof(double), "reference scores");
     for (long h = 0; h < bh; h++) {
         size_t off = (size_t)h * N * D;
         for (long i = 0; i < N; i++)
-            ref_attention_row(q + off, k + off, v + off, N, D, causal, i, s, out + off + (size_t)i * D);
+            ref_row(q + off, k + off, v + off, N, D, causal, i, slope ? slope[h] : 0.0, s, out + off + (size_t)i * D);
     }
     tfree(s);
+}
+
+double alibi_slope(long h, long H)
+{
+    long P = 1;
+    while (P * 2 <= H) P *= 2;                  /* the power of 2 at or below H */
+    if (h < P) return pow(2.0, -8.0 * (double)(h + 1) / (double)P);
+    return pow(2.0, -8.0 * (double)(2 * (h - P) + 1) / (double)(2 * P)); /* every other slope of 2P heads */
+}
+
+void alibi_slopes(float *slope, long B, long H)
+{
+    for (long b = 0; b < B; b++)
+        for (long h = 0; h < H; h++) slope[b * H + h] = (float)alibi_slope(h, H);
 }
 
 /* ------------------------------------------------ metrics and comparison */

@@ -155,6 +155,15 @@ void ref_attention_row(const float *q, const float *k, const float *v, long N, l
 /* The whole [B, H, N, D] output (B*H = bh heads). */
 void ref_attention(const float *q, const float *k, const float *v, long bh, long N, long D,
                    int causal, double *out);
+/* The same with a score modifier, ALiBi: head x of the bh adds -slope[x] |i - j| to score (i, j)
+ * (slope NULL: none). */
+void ref_attention_bias(const float *q, const float *k, const float *v, long bh, long N, long D, int causal,
+                        const float *slope, double *out);
+/* ALiBi's slopes (Press, Smith, Lewis 2022): head h of H gets 2^(-8 (h+1) / H) when H is a power of 2;
+ * otherwise those of the power of 2 P below H, then every other slope of 2P heads (the paper's code).
+ * alibi_slopes fills [B*H], head b*H + h with slope h. */
+double alibi_slope(long h, long H);
+void alibi_slopes(float *slope, long B, long H);
 
 /* ----------------------------------------------------- metrics and checking */
 
