@@ -16,7 +16,8 @@
 /* Returns the number of (row tile, K/V tile) pairs visited, or -1 on OOM. */
 long causal_forward_cpu(const float *q, const float *k, const float *v, float *out, // [bh, N, D] each
                         float *L,                                                   // [bh, N] or NULL
-                        long bh, long N, long D, long BR, long BC, int mode)
+                        long bh, long N, long D, long BR, long BC, int mode,
+                        const float *slope)                                         // [bh] ALiBi or NULL
 {
     const float scale = 1.0f / sqrtf((float)D);
     float *s = tmalloc((size_t)BR * BC * 4), *o = tmalloc((size_t)BR * D * 4);
@@ -37,6 +38,7 @@ long causal_forward_cpu(const float *q, const float *k, const float *v, float *o
                     float *sr = s + r * BC, m_tile = -INFINITY, l_tile = 0;
                     for (long c = 0; c < bc; c++) {
                         sr[c] = dot_f32(qh + (i0 + r) * D, kh + (j0 + c) * D, D) * scale; // s_tile
+                        if (slope) { const long dist = i0 + r - (j0 + c); sr[c] -= slope[h] * (float)(dist < 0 ? -dist : dist); }
                         if (mask_hides(mode, i0, r, j0, c)) sr[c] = -INFINITY;          // the mask, before m_tile
                         m_tile = fmaxf(m_tile, sr[c]);
                     }

@@ -40,10 +40,12 @@ static inline long q_begin(int mode, long j0, long BR) { return mask_skips(mode)
  * above the diagonal skipped (for the modes that skip). Q, K, V, O are
  * [bh, N, D]. L (may be NULL) gets one float per row for the backward,
  * L = m + log l, the log of the row's softmax denominator (-inf for a row that
- * saw no key). Returns the number of (row tile, K/V tile) pairs visited, or
+ * saw no key). slope (may be NULL): ALiBi, -slope[x] (i - j) on head x's scores,
+ * absolute indices, on s_tile before the mask and m_tile (step 04's --alibi).
+ * Returns the number of (row tile, K/V tile) pairs visited, or
  * -1 when the tiles do not fit under the memory limit. */
 long causal_forward_cpu(const float *q, const float *k, const float *v, float *out, float *L,
-                        long bh, long N, long D, long BR, long BC, int mode);
+                        long bh, long N, long D, long BR, long BC, int mode, const float *slope);
 
 /* The tiles the causal loop visits, by formula. */
 long causal_tiles_expected(long bh, long N, long BR, long BC);

@@ -50,7 +50,7 @@ int attn_naive_backward(const Attention *a, const float *q, const float *k, cons
 int attn_tiled_forward(const Attention *a, const float *q, const float *k, const float *v, float *o, float *saved,
                        long bh, long T, long D)
 {
-    return causal_forward_cpu(q, k, v, o, saved, bh, T, D, a->kind.BR, a->kind.BC, a->kind.mask) < 0 ? -1 : 0;
+    return causal_forward_cpu(q, k, v, o, saved, bh, T, D, a->kind.BR, a->kind.BC, a->kind.mask, NULL) < 0 ? -1 : 0;
 }
 
 int attn_tiled_backward(const Attention *a, const float *q, const float *k, const float *v, const float *o,

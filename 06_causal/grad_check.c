@@ -136,7 +136,7 @@ static void check_forms(long N, long D, long BR, long BC, uint64_t seed)
     { /* the chapter's tile-relative mask: the naive form vs the tiled forward that has the bug */
         AttnKind a = {MASK_RELATIVE_ALL, BREAK_NONE, BR, BC};
         naive_forward_p(q, k, v, o1, P, bh, N, D, &a);
-        causal_forward_cpu(q, k, v, o2, NULL, bh, N, D, BR, BC, MASK_RELATIVE_ALL);
+        causal_forward_cpu(q, k, v, o2, NULL, bh, N, D, BR, BC, MASK_RELATIVE_ALL, NULL);
         for (size_t i = 0; i < n; i++) ref[i] = o2[i];
         Err e = compare(o1, ref, n, 1e-5, 1e-5);
         snprintf(name, sizeof name, "forms/naive-relative N=%ld D=%ld BR=%ld BC=%ld", N, D, BR, BC);
@@ -144,7 +144,7 @@ static void check_forms(long N, long D, long BR, long BC, uint64_t seed)
                fmt_err(&e, eb, sizeof eb));
     }
     { /* L = m + log l from the tiled forward: the float64 log of each row's softmax denominator */
-        causal_forward_cpu(q, k, v, o2, L, bh, N, D, BR, BC, MASK_ABSOLUTE);
+        causal_forward_cpu(q, k, v, o2, L, bh, N, D, BR, BC, MASK_ABSOLUTE, NULL);
         double *s = ref; // scratch row (ref is n >= N doubles)
         for (long h = 0; h < bh; h++)
             for (long i = 0; i < N; i++) {
@@ -179,7 +179,7 @@ static void check_tiled(long bh, long N, long D, long BR, long BC, int mask, uin
     naive_forward_p(q, k, v, o, P, bh, N, D, &a);
     naive_backward(q, k, v, P, dO, gn, gn + n, gn + 2 * n, bh, N, D, &a);
     for (size_t i = 0; i < 3 * n; i++) gt[i] = NAN;       // poisoned: what the tiled backward does not write fails
-    causal_forward_cpu(q, k, v, o, L, bh, N, D, BR, BC, mask);
+    causal_forward_cpu(q, k, v, o, L, bh, N, D, BR, BC, mask, NULL);
     size_t scratch = 0;
     flash_backward_cpu(q, k, v, o, dO, L, gt, gt + n, gt + 2 * n, bh, N, D, BR, BC, mask, &scratch);
     for (size_t i = 0; i < 3 * n; i++) ref[i] = gn[i];

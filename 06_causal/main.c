@@ -58,9 +58,27 @@ static void cpu_free(Cpu *c) { tfree(c->q); tfree(c->k); tfree(c->v); tfree(c->o
 static long cpu_run(Cpu *c, long BR, long BC, int mode)
 {
     for (size_t i = 0; i < c->n; i++) c->o[i] = NAN; // poisoned
-    long t = causal_forward_cpu(c->q, c->k, c->v, c->o, NULL, c->bh, c->N, c->D, BR, BC, mode);
+    long t = causal_forward_cpu(c->q, c->k, c->v, c->o, NULL, c->bh, c->N, c->D, BR, BC, mode, NULL);
     if (t < 0) { fprintf(stderr, "step06: out of memory for the tiles\n"); exit(EXIT_FAIL); }
     return t;
+}
+
+/* The causal forward with ALiBi (-slope_h (i - j), absolute indices, before the mask and m_tile) against the
+ * float64 reference with the same bias; H heads per batch give the slopes. */
+static Err cpu_alibi(Cpu *c, long H, long BR, long BC)
+{
+    float *slope = xmalloc((size_t)c->bh * 4, "ALiBi slopes");
+    double *ref = xmalloc(c->n * sizeof(double), "reference with ALiBi");
+    alibi_slopes(slope, c->bh / H, H);
+    ref_attention_bias(c->q, c->k, c->v, c->bh, c->N, c->D, 1, slope, ref);
+    for (size_t i = 0; i < c->n; i++) c->o[i] = NAN; // poisoned
+    if (causal_forward_cpu(c->q, c->k, c->v, c->o, NULL, c->bh, c->N, c->D, BR, BC, MASK_ABSOLUTE, slope) < 0) {
+        fprintf(stderr, "step06: out of memory for the tiles\n");
+        exit(EXIT_FAIL);
+    }
+    const Err e = compare(c->o, ref, c->n, 1e-5, 1e-5);
+    tfree(slope); tfree(ref);
+    return e;
 }
 
 /* Max abs error of rows [r0, r1) of every head. */
@@ -175,6 +193,12 @@ static int run_checks(void)
             snprintf(name, sizeof name, "tiles N=%ld BR=%ld BC=%ld", Ns[a], BR, BC);
             report(t == want, NULL, name, "visited %ld tiles, expected %ld by formula", t, want);
         }
+        { /* a score modifier with the mask: ALiBi, two tile shapes */
+            Err e = cpu_alibi(&c, 2, 16, 64);
+            snprintf(name, sizeof name, "causal-alibi-cpu N=%ld BR=16 BC=64", Ns[a]);
+            report(e.n_bad == 0, &e, name, "vs the float64 causal reference with the same bias: %s (tol 1e-5)",
+                   fmt_err(&e, eb, sizeof eb));
+        }
         /* The bug: relative indices. Right in the first row tile, wrong after it (when there is an after). */
         const long B_ = 32;
         cpu_run(&c, B_, B_, MASK_RELATIVE);
@@ -237,7 +261,8 @@ static void usage(const Opts *o)
     printf("usage: ./step06 [options]\n"
            "The causal mask with absolute indices, block skipping, and the tile-relative bug (book Steps 3, 6).\n");
     print_common_usage(o);
-    printf("  --mask absolute|relative   how the mask is built (default absolute; relative is the chapter's bug)\n");
+    printf("  --mask absolute|relative   how the mask is built (default absolute; relative is the chapter's bug)\n"
+           "  --alibi                    also the causal forward with ALiBi, a score modifier beside the mask\n");
     train_usage();
 }
 
@@ -245,7 +270,7 @@ int main(int argc, char **argv)
 {
     Opts o;
     TrainOpts t;
-    int mode = MASK_ABSOLUTE, training = 0;
+    int mode = MASK_ABSOLUTE, training = 0, alibi = 0;
     opts_expand(&argc, &argv);
     opts_init(&o, "step06", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK | OPT_DEVICE,
               (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16));
@@ -256,6 +281,7 @@ int main(int argc, char **argv)
     o.repeat = 5;
     for (int i = 1; i < argc; i++) {
         if (opts_parse_common(&o, argc, argv, &i)) continue;
+        if (!strcmp(argv[i], "--alibi")) { alibi = 1; continue; }
         const int at = i;
         if (train_parse(&t, argc, argv, &i)) {
             if (!training) usage_error("option %s goes with --train (see --help)", argv[at]);
@@ -273,6 +299,7 @@ int main(int argc, char **argv)
     opts_validate(&o, sizeof(float));
     if (o.check) return run_checks();
     if (training) {
+        if (alibi) usage_error("option --alibi goes with the causal run, not --train (the GPT has no position bias)");
         if (mode != MASK_ABSOLUTE || o.device == DEV_GPU || o.dtype != DT_FP32)
             usage_error("--train runs on the CPU in fp32 with every mask itself: --mask, --device gpu and --dtype do not apply");
         return train_main(&o, &t);
@@ -307,6 +334,11 @@ int main(int argc, char **argv)
             printf("formula: B*H * sum over row tiles i0 of ceil(min(i0 + BR, N) / BC) = %ld\n",
                    causal_tiles_expected(bh, o.N, o.BR, o.BC));
         if (csv) fprintf(csv, "cpu,fp32,tiled,%ld,%ld,%ld,%ld,%.6f,%.6f,0,0\n", o.B, o.H, o.N, o.D, ms_full, ms_causal);
+        if (alibi) {
+            const Err ea = cpu_alibi(&c, o.H, o.BR, o.BC);
+            printf("causal with ALiBi (-slope_h (i - j) on s_tile, absolute indices, before the mask and m_tile): vs the "
+                   "causal reference with the same bias: %s%s\n", fmt_err(&ea, eb, sizeof eb), ea.n_bad ? "  <-- WRONG" : "");
+        }
         {   /* The bug, row tile by row tile, on the same inputs. */
             cpu_run(&c, o.BR, o.BC, MASK_RELATIVE);
             printf("\nmask from tile-relative indices (c > r instead of j0 + c > i0 + r), error per row tile:\n");

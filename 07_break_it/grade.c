@@ -278,7 +278,7 @@ int grade_dir(const char *dir, int print, const char **cause)
         static const int modes[2] = {MASK_RELATIVE_ALL, MASK_RELATIVE};
         for (int m = 0; m < 2 && !c; m++)
             for (size_t b = 0; b < sizeof TILES / sizeof *TILES && !c; b++) {
-                causal_forward_cpu(cau->q, cau->k, cau->v, o, NULL, GB * GH, SETS[3].N, GD, TILES[b], TILES[b], modes[m]);
+                causal_forward_cpu(cau->q, cau->k, cau->v, o, NULL, GB * GH, SETS[3].N, GD, TILES[b], TILES[b], modes[m], NULL);
                 if (matches(cau, o)) {
                     c = "mask built from tile-relative indices";
                     snprintf(why, sizeof why, ": out_causal.npy equals the tile-relative mask at BR = BC = %ld%s", TILES[b],
@@ -351,7 +351,7 @@ static void write_outputs(const char *dir, int as)
                               : as == AS_ALIBI_AFTER_MAX ? BREAK_ALIBI_AFTER_MAX : BREAK_NONE, 0, 0, 0, NULL, NULL, slope);
         else if (t->causal && (as == AS_RELATIVE || as == AS_RELATIVE_ALL))
             causal_forward_cpu(q, k, v, o, NULL, GB * t->H, t->N, GD, GTILE, GTILE,
-                               as == AS_RELATIVE ? MASK_RELATIVE : MASK_RELATIVE_ALL);
+                               as == AS_RELATIVE ? MASK_RELATIVE : MASK_RELATIVE_ALL, NULL);
         else
             break_forward_cpu(q, k, v, o, GB * t->H, t->N, GD, GTILE, GTILE, brk[as], t->causal, 0, 0, NULL, NULL, NULL);
         if (as == AS_OFF_BY_ONE && s == 0) o[1000] += 0.5f; // one wrong number that no break makes

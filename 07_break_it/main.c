@@ -180,7 +180,7 @@ static const char *diagnose_relative(void)
     double *ref = xmalloc(n * sizeof(double), "reference");
     make_qkv(q, k, v, n, 5);
     ref_attention(q, k, v, bh, N, D, 1, ref);
-    causal_forward_cpu(q, k, v, o, NULL, bh, N, D, BR, BR, MASK_RELATIVE);
+    causal_forward_cpu(q, k, v, o, NULL, bh, N, D, BR, BR, MASK_RELATIVE, NULL);
     Err e = compare(o, ref, n, 1e-5, 1e-5);
     Signature g;
     memset(&g, 0, sizeof g);

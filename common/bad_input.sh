@@ -82,6 +82,7 @@ bad step06 "train: > 256 symbols" --train --data "$tmp/many.txt"
 bad step06 "train: steps 0"       --train --steps 0
 bad step06 "steps without train"  --steps 20
 bad step06 "train on the gpu"     --train --device gpu
+bad step06 "train with alibi"     --train --alibi
 if [ -x ./step07 ]; then   # a graded assignment with one output truncated, one of the wrong shape, one missing
     ./step07 --assignment "$tmp/a" >/dev/null 2>&1
     for s in multi one_tile negative causal large; do cp "$tmp/a/q_$s.npy" "$tmp/a/out_$s.npy"; done
