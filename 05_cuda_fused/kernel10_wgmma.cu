@@ -298,5 +298,5 @@ static void k10_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel10 = {10, "wgmma", "kernel 9 on Hopper's wgmma: K and V read by the tensor cores from swizzled shared memory",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k10_launch, k10_describe, wgmma_unavailable, NULL};
+                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k10_launch, k10_describe, wgmma_unavailable, NULL, NULL};
 FUSED_REGISTER(kernel10);

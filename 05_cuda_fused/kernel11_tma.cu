@@ -320,5 +320,5 @@ static void k11_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel11 = {11, "wgmma + TMA", "kernel 10 with K and V copied by the tensor memory accelerator",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k11_launch, k11_describe, wgmma_unavailable, k11_launch_l};
+                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k11_launch, k11_describe, wgmma_unavailable, k11_launch_l, NULL};
 FUSED_REGISTER(kernel11);

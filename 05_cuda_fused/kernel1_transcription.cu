@@ -161,5 +161,5 @@ static void k1_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel1 = {1, "transcription", "step 04's loop, one thread per query row, state in registers",
-                                    1u << DT_FP32, k1_supports, k1_launch, k1_describe, NULL, NULL};
+                                    1u << DT_FP32, k1_supports, k1_launch, k1_describe, NULL, NULL, NULL};
 FUSED_REGISTER(kernel1);

@@ -32,6 +32,10 @@
  * --backward, fp32, B=2 H=8 N=4096 D=64, interleaved, median of 10): 2.682 ms
  * without L, 2.685 ms writing it (+0.1%).
  *
+ * A score modifier (question 5), launch_alibi: ALiBi's -slope |i - j| added to
+ * s_tile where the causal mask goes, before m_tile, with the absolute row and
+ * column; behind a branch on the slope pointer, the same for the whole grid.
+ *
  * Measured on the H100 80GB HBM3 (./step05, B=2 H=8 N=4096 D=64, fp32,
  * median of 10): 2.686 ms, 25.59 TFLOP/s, 1.08x the naive cuBLAS baseline
  * (2.899 ms, 23.70 TFLOP/s) in the same run. Full output: README.md.
@@ -62,6 +66,7 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
                    const float *__restrict__ V,  // [B, H, N, D]
                    float *__restrict__ O,        // [B, H, N, D]
                    float *__restrict__ L,        // [B, H, N] or NULL: L = m + log l per row, for the backward
+                   const float *__restrict__ slope, // [B*H] or NULL: ALiBi, -slope |i - j| on the scores
                    long N, long row_tiles, int causal)
 {
     using SM = K2Smem<D>;
@@ -132,7 +137,8 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 const long col = j0 + tx + 16 * c;
-                if (col >= N || (causal && col > row)) s[r][c] = -INFINITY;   // absolute indices
+                if (slope) s[r][c] -= slope[bh] * (float)(row > col ? row - col : col - row); // a score modifier:
+                if (col >= N || (causal && col > row)) s[r][c] = -INFINITY;   // beside the mask, absolute indices
                 m_tile = fmaxf(m_tile, s[r][c]);
             }
 #pragma unroll
@@ -189,8 +195,8 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
 // --- the launcher -------------------------------------------------------------------
 
 template <int D>
-static int launch_d(const float *q, const float *k, const float *v, float *o, float *Lp, long B, long H, long N,
-                    int causal, cudaStream_t s)
+static int launch_d(const float *q, const float *k, const float *v, float *o, float *Lp, const float *slope, long B,
+                    long H, long N, int causal, cudaStream_t s)
 {
     using SM = K2Smem<D>;
     int dev = 0, limit = 0;
@@ -204,15 +210,15 @@ static int launch_d(const float *q, const float *k, const float *v, float *o, fl
     /* Above 48 KB a kernel must opt in to its dynamic shared memory. */
     CUDA_CHECK(cudaFuncSetAttribute(kernel2_smem_tiles<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SM::bytes));
     const long row_tiles = (N + K2_BR - 1) / K2_BR;
-    kernel2_smem_tiles<D><<<(unsigned)(B * H * row_tiles), K2_THREADS, SM::bytes, s>>>(q, k, v, o, Lp, N, row_tiles, causal);
+    kernel2_smem_tiles<D><<<(unsigned)(B * H * row_tiles), K2_THREADS, SM::bytes, s>>>(q, k, v, o, Lp, slope, N, row_tiles, causal);
     CUDA_CHECK_LAST();
     return 0;
 }
 
 static int k2_supports(long D) { return D >= 16 && D <= 128 && D % 16 == 0; }
 
-static int k2_launch_l(const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N, long D,
-                       int dtype, int causal, void *stream)
+static int k2_run(const void *q, const void *k, const void *v, void *o, float *Lp, const float *slope, long B, long H,
+                  long N, long D, int dtype, int causal, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (dtype != DT_FP32 || !k2_supports(D)) {
@@ -223,7 +229,7 @@ static int k2_launch_l(const void *q, const void *k, const void *v, void *o, flo
     const float *Q = (const float *)q, *K = (const float *)k, *Vp = (const float *)v;
     float *Op = (float *)o;
     switch (D) {
-#define K2_CASE(d) case d: return launch_d<d>(Q, K, Vp, Op, Lp, B, H, N, causal, s);
+#define K2_CASE(d) case d: return launch_d<d>(Q, K, Vp, Op, Lp, slope, B, H, N, causal, s);
     K2_CASE(16) K2_CASE(32) K2_CASE(48) K2_CASE(64) K2_CASE(80) K2_CASE(96) K2_CASE(112) K2_CASE(128)
 #undef K2_CASE
     }
@@ -233,7 +239,19 @@ static int k2_launch_l(const void *q, const void *k, const void *v, void *o, flo
 static int k2_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                      int causal, void *stream)
 {
-    return k2_launch_l(q, k, v, o, NULL, B, H, N, D, dtype, causal, stream);
+    return k2_run(q, k, v, o, NULL, NULL, B, H, N, D, dtype, causal, stream);
+}
+
+static int k2_launch_l(const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N, long D,
+                       int dtype, int causal, void *stream)
+{
+    return k2_run(q, k, v, o, Lp, NULL, B, H, N, D, dtype, causal, stream);
+}
+
+static int k2_launch_alibi(const void *q, const void *k, const void *v, void *o, const float *slope, long B, long H,
+                           long N, long D, int dtype, int causal, void *stream)
+{
+    return k2_run(q, k, v, o, NULL, slope, B, H, N, D, dtype, causal, stream);
 }
 
 static void k2_describe(long D, int dtype, char *buf, size_t n)
@@ -252,5 +270,5 @@ static void k2_describe(long D, int dtype, char *buf, size_t n)
 
 static const FusedKernel kernel2 = {2, "smem tiles",
                                     "K/V tiles loaded once per block into shared memory, score tile computed cooperatively",
-                                    1u << DT_FP32, k2_supports, k2_launch, k2_describe, NULL, k2_launch_l};
+                                    1u << DT_FP32, k2_supports, k2_launch, k2_describe, NULL, k2_launch_l, k2_launch_alibi};
 FUSED_REGISTER(kernel2);

@@ -21,6 +21,10 @@
  * K and V tiles are still loaded synchronously (load, __syncthreads, compute):
  * kernel 4 overlaps the next tile's load with this tile's math.
  *
+ * A score modifier (question 5), launch_alibi: the same kernel compiled with
+ * ALiBi's -slope |i - j| added to the score accumulators beside the mask,
+ * before the row max (kernel3_alibi; kernel3_mma is compiled without it).
+ *
  * Measured on the H100 (NVIDIA H100 80GB HBM3, commit 35e3646, fp16, N = 4096,
  * FlashAttention's shapes B = 16384/N, H = 2048/D; ./step05 --bench --dtype fp16):
  * 169.8 TFLOP/s at D = 64 (56% of FlashAttention-2's 302), 188.3 TFLOP/s at
@@ -56,13 +60,16 @@ __device__ __forceinline__ void load_tile(T *dst, const T *src, long row0, long 
     }
 }
 
-template <int D, typename T>
-__global__ void __launch_bounds__(K3_WARPS * 32)
-kernel3_mma(const T *__restrict__ Q,  // [B, H, N, D]
-            const T *__restrict__ K,  // [B, H, N, D]
-            const T *__restrict__ V,  // [B, H, N, D]
-            T *__restrict__ O,        // [B, H, N, D]
-            long N, long row_tiles, int causal, float scale_log2)
+/* The kernel's body. ALIBI (a compile-time flag, so the plain kernel is exactly what it was): ALiBi's
+ * -slope |i - j| added to s_tile where the mask goes, with the absolute row_g and col, before the row max
+ * (in log2 units, as every score here: slope log2 e per key of distance). */
+template <int D, typename T, bool ALIBI>
+__device__ __forceinline__ void kernel3_tile(const T *__restrict__ Q,  // [B, H, N, D]
+                                             const T *__restrict__ K,  // [B, H, N, D]
+                                             const T *__restrict__ V,  // [B, H, N, D]
+                                             T *__restrict__ O,        // [B, H, N, D]
+                                             const float *__restrict__ slope, // [B*H], ALIBI only
+                                             long N, long row_tiles, int causal, float scale_log2)
 {
     constexpr int LD = K3Smem<D>::LD;
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -121,6 +128,11 @@ kernel3_mma(const T *__restrict__ Q,  // [B, H, N, D]
                 const long col = j0 + n * 8 + 2 * t + e;
                 s[n][e] = (col >= N || (causal && col > row_g)) ? -INFINITY : s[n][e] * scale_log2;
                 s[n][2 + e] = (col >= N || (causal && col > row_g8)) ? -INFINITY : s[n][2 + e] * scale_log2;
+                if constexpr (ALIBI) {                        // a score modifier goes with the mask: -slope |i - j|
+                    const float sl = slope[bh] * 1.4426950408889634f;              // log2 units
+                    s[n][e] -= sl * (float)(row_g > col ? row_g - col : col - row_g);
+                    s[n][2 + e] -= sl * (float)(row_g8 > col ? row_g8 - col : col - row_g8);
+                }
                 mt0 = fmaxf(mt0, s[n][e]);
                 mt1 = fmaxf(mt1, s[n][2 + e]);
             }
@@ -180,6 +192,22 @@ kernel3_mma(const T *__restrict__ Q,  // [B, H, N, D]
     }
 }
 
+template <int D, typename T>
+__global__ void __launch_bounds__(K3_WARPS * 32)
+kernel3_mma(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V, T *__restrict__ O, long N,
+            long row_tiles, int causal, float scale_log2)
+{
+    kernel3_tile<D, T, false>(Q, K, V, O, nullptr, N, row_tiles, causal, scale_log2);
+}
+
+template <int D, typename T>
+__global__ void __launch_bounds__(K3_WARPS * 32)
+kernel3_alibi(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V, T *__restrict__ O,
+              const float *__restrict__ slope, long N, long row_tiles, int causal, float scale_log2)
+{
+    kernel3_tile<D, T, true>(Q, K, V, O, slope, N, row_tiles, causal, scale_log2);
+}
+
 // --- the launcher -------------------------------------------------------------------
 
 template <int D, typename T> struct K3Launch {
@@ -187,11 +215,20 @@ template <int D, typename T> struct K3Launch {
     static constexpr int br = K3_BR, threads = K3_WARPS * 32;
     static constexpr TcKernel<T> fn = kernel3_mma<D, T>;
 };
+template <int D, typename T> struct K3LaunchAlibi : K3Launch<D, T> {
+    static constexpr TcKernelA<T> fn = kernel3_alibi<D, T>;
+};
 
 static int k3_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                      int causal, void *stream)
 {
     return tc_launch<K3Launch>(3, q, k, v, o, B, H, N, D, dtype, causal, stream);
+}
+
+static int k3_launch_alibi(const void *q, const void *k, const void *v, void *o, const float *slope, long B, long H,
+                           long N, long D, int dtype, int causal, void *stream)
+{
+    return tc_launch<K3LaunchAlibi>(3, q, k, v, o, B, H, N, D, dtype, causal, stream, nullptr, slope);
 }
 
 static void k3_describe(long D, int dtype, char *buf, size_t n)
@@ -202,5 +239,5 @@ static void k3_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel3 = {3, "mma.sync", "tensor cores for Q K^T and P V, P kept in registers",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k3_launch, k3_describe, NULL, NULL};
+                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k3_launch, k3_describe, NULL, NULL, k3_launch_alibi};
 FUSED_REGISTER(kernel3);

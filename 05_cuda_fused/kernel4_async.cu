@@ -191,5 +191,5 @@ static void k4_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel4 = {4, "cp.async x2", "K/V tiles by cp.async, double-buffered: the next load overlaps this tile's math",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k4_launch, k4_describe, NULL, NULL};
+                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k4_launch, k4_describe, NULL, NULL, NULL};
 FUSED_REGISTER(kernel4);

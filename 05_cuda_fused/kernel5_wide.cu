@@ -205,5 +205,5 @@ static void k5_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel5 = {5, "wide + lean", "BR = 128 (8 warps) and the mask only on the tiles that need it",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k5_launch, k5_describe, NULL, NULL};
+                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k5_launch, k5_describe, NULL, NULL, NULL};
 FUSED_REGISTER(kernel5);

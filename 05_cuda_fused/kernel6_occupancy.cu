@@ -210,5 +210,5 @@ static void k6_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel6 = {6, "occupancy", "kernel 5 capped at 128 registers at D = 64: two blocks (16 warps) per SM instead of one",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k6_launch, k6_describe, NULL, NULL};
+                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k6_launch, k6_describe, NULL, NULL, NULL};
 FUSED_REGISTER(kernel6);

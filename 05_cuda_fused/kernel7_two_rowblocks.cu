@@ -255,5 +255,5 @@ static void k7_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel7 = {7, "2 row blocks", "32 query rows per warp: each K/V fragment read from shared memory feeds two mma",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k7_launch, k7_describe, NULL, NULL};
+                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k7_launch, k7_describe, NULL, NULL, NULL};
 FUSED_REGISTER(kernel7);

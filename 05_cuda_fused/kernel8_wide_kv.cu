@@ -239,5 +239,5 @@ static void k8_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel8 = {8, "wide K/V tile", "kernel 7 with K/V tiles of 128 keys at D=64: per-tile costs over twice the keys",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k8_launch, k8_describe, NULL, NULL};
+                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k8_launch, k8_describe, NULL, NULL, NULL};
 FUSED_REGISTER(kernel8);

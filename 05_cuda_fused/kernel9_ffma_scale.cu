@@ -254,5 +254,5 @@ static void k9_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel9 = {9, "FFMA scale", "kernel 8 with the softmax scale folded into the exponent: one FFMA per score, not FMUL + FADD",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k9_launch, k9_describe, NULL, k9_launch_l};
+                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k9_launch, k9_describe, NULL, k9_launch_l, NULL};
 FUSED_REGISTER(kernel9);

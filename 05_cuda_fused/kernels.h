@@ -45,6 +45,10 @@ typedef struct FusedKernel {
      * end of the kernel (measured: ./step05 --backward prints both times). */
     int (*launch_l)(const void *q, const void *k, const void *v, void *o, float *L, long B, long H, long N, long D,
                     int dtype, int causal, void *s);
+    /* NULL for a kernel without a score modifier; else launch's work with ALiBi: -slope[x] |i - j| added to
+     * head x's score (i, j), absolute indices, before the row max (slope: device [B*H] floats; question 5). */
+    int (*launch_alibi)(const void *q, const void *k, const void *v, void *o, const float *slope, long B, long H,
+                        long N, long D, int dtype, int causal, void *s);
 } FusedKernel;
 
 /* The line why kernel k cannot run on this device, or NULL if it can. */

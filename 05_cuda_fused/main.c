@@ -77,7 +77,11 @@ static void problem_free(Problem *p)
  * the CPU). The reference rows are computed once per Problem. */
 typedef struct { long stride; size_t nrows; double *ref; } RefRows;
 
-static RefRows ref_rows(const Problem *p)
+static RefRows ref_rows_bias(const Problem *p, const float *slope);
+static RefRows ref_rows(const Problem *p) { return ref_rows_bias(p, NULL); }
+
+/* The same with ALiBi (slope: host [B*H], NULL for none). */
+static RefRows ref_rows_bias(const Problem *p, const float *slope)
 {
     RefRows r;
     r.stride = p->N <= 2048 ? 1 : 61;
@@ -89,7 +93,8 @@ static RefRows ref_rows(const Problem *p)
     for (long h = 0; h < p->B * p->H; h++)
         for (long i = 0; i < p->N; i += r.stride, w++) {
             size_t hd = (size_t)h * p->N * p->D;
-            ref_attention_row(p->q + hd, p->k + hd, p->v + hd, p->N, p->D, p->causal, i, scratch, r.ref + w * p->D);
+            ref_attention_row_bias(p->q + hd, p->k + hd, p->v + hd, p->N, p->D, p->causal, i, slope ? slope[h] : 0.0,
+                                   scratch, r.ref + w * p->D);
         }
     tfree(scratch);
     return r;
@@ -109,10 +114,20 @@ static float *gather_rows(const Problem *p, const RefRows *r, float *full)
 
 /* Run kernel kn (or naive when kn == NULL) once on a poisoned output and
  * compare. atol: the caller's (fp32: tol_fp32 of naive's error, plus 1e-5 rel; 16-bit: tol16). */
+static int run_compare_bias(const FusedKernel *kn, Problem *p, const RefRows *r, double atol, Err *e, float *full,
+                            const float *slope_d);
 static int run_compare(const FusedKernel *kn, Problem *p, const RefRows *r, double atol, Err *e, float *full)
 {
+    return run_compare_bias(kn, p, r, atol, e, full, NULL);
+}
+
+/* The same through launch_alibi (slope_d: device [B*H]), against rows made with the same slopes. */
+static int run_compare_bias(const FusedKernel *kn, Problem *p, const RefRows *r, double atol, Err *e, float *full,
+                            const float *slope_d)
+{
     dpoison(p->dout, p->n, p->dtype);
-    int rc = kn ? kn->launch(p->dq, p->dk, p->dv, p->dout, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL)
+    int rc = slope_d ? kn->launch_alibi(p->dq, p->dk, p->dv, p->dout, slope_d, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL)
+           : kn ? kn->launch(p->dq, p->dk, p->dv, p->dout, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL)
                 : naive_attention_gpu(p->dq, p->dk, p->dv, p->dout, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL);
     if (rc != 0) return rc;
     gpu_sync_check();
@@ -278,6 +293,43 @@ static int run_checks(long only, int quick, int fwd, int bwd)
                     problem_free(&p);
                 }
             }
+    for (int dt = 0; dt < 3 && fwd; dt++) /* a score modifier, ALiBi, in the kernels that take one (question 5) */
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 2; b++)
+                for (int causal = 0; causal < 2; causal++) {
+                    static const long aN[] = {1, 65, 257, 1000}, aD[] = {64, 128};
+                    int any = 0;
+                    for (int i = 0; i < nk; i++)
+                        any |= (!only || ks[i]->id == only) && ks[i]->launch_alibi && kernel_runs(ks[i], dt, aD[b]);
+                    if (!any) continue;
+                    Problem p;
+                    problem_make(&p, 2, 3, aN[a], aD[b], dt, causal, 5000 + a * 7 + b * 3 + causal, NULL);
+                    float *slope = xmalloc(6 * sizeof(float), "slopes");
+                    alibi_slopes(slope, 2, 3);
+                    void *slope_d = dupload(slope, 6, DT_FP32, "ALiBi slopes");
+                    RefRows r0 = ref_rows(&p), r = ref_rows_bias(&p, slope);
+                    float *full = xmalloc(p.n * 4, "O");
+                    Err en;
+                    run_compare(NULL, &p, &r0, 1.0, &en, full); /* the yardstick: naive (no bias) on the same inputs */
+                    const double atol = dt == DT_FP32 ? tol_fp32(en.max_abs) : tol16(en.max_abs);
+                    for (int i = 0; i < nk; i++) {
+                        const FusedKernel *kn = ks[i];
+                        if ((only && kn->id != only) || !kn->launch_alibi || !kernel_runs(kn, dt, aD[b])) continue;
+                        Err e;
+                        snprintf(name, sizeof name, "kernel%d alibi %s B=2 H=3 N=%ld D=%ld%s", kn->id, dtype_name(dt), aN[a],
+                                 aD[b], causal ? " causal" : "");
+                        if (run_compare_bias(kn, &p, &r, atol, &e, full, (const float *)slope_d) != 0) {
+                            report(0, NULL, name, "launch refused");
+                            continue;
+                        }
+                        report(e.n_bad == 0 && e.max_abs <= atol, &e, name, "vs the float64 reference with the same "
+                               "bias: %s (tol %.1e: 2x naive's error on these inputs without the bias%s)",
+                               fmt_err(&e, eb, sizeof eb), atol, dt == DT_FP32 ? ", at least 1e-5" : "");
+                    }
+                    dfree(slope_d);
+                    tfree(slope); tfree(full); tfree(r.ref); tfree(r0.ref);
+                    problem_free(&p);
+                }
     if (fwd && (!only || only <= 2)) { /* fp32 on large scores: the tolerance scales with naive's error */
         Problem p;
         problem_make(&p, 1, 2, 1031, 128, DT_FP32, 0, 4242, NULL);
@@ -319,6 +371,60 @@ static void print_row(FILE *csv, const char *mode, const Problem *p, int id, con
     if (csv)
         fprintf(csv, "%s,%s,%d,%s,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,%zu,%.3e,%.3e\n", mode, dtype_name(p->dtype), id, name, p->B,
                 p->H, p->N, p->D, p->causal, ms, tf, peak, e ? e->max_abs : 0.0, e ? e->rel_l2 : 0.0);
+}
+
+typedef struct { const FusedKernel *kn; Problem *p; const void *slope_d; } AlibiCtx;
+static void alibi_fn(void *c)
+{
+    AlibiCtx *a = c;
+    Problem *p = a->p;
+    if (a->slope_d)
+        a->kn->launch_alibi(p->dq, p->dk, p->dv, p->dout, (const float *)a->slope_d, p->B, p->H, p->N, p->D, p->dtype,
+                            p->causal, NULL);
+    else
+        a->kn->launch(p->dq, p->dk, p->dv, p->dout, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL);
+}
+
+/* --alibi: the kernels with a score modifier, checked against the float64 reference with ALiBi, and timed
+ * with and without it in the same run. */
+static int run_alibi(const Opts *o)
+{
+    int nk, ok = 1, any = 0;
+    const FusedKernel *const *ks = fused_kernels(&nk);
+    char eb[128];
+    Problem p;
+    printf("step05 --alibi: ALiBi's -slope_h |i - j| on the scores, before the row max, %s, B=%ld H=%ld N=%ld D=%ld%s\n",
+           dtype_name(o->dtype), o->B, o->H, o->N, o->D, o->causal ? ", causal" : "");
+    printf("device: %s\n", gpu_describe());
+    problem_make(&p, o->B, o->H, o->N, o->D, o->dtype, o->causal, o->seed, o);
+    float *slope = xmalloc((size_t)o->B * o->H * sizeof(float), "slopes");
+    alibi_slopes(slope, o->B, o->H);
+    void *slope_d = dupload(slope, (size_t)o->B * o->H, DT_FP32, "ALiBi slopes");
+    RefRows r0 = ref_rows(&p), r = ref_rows_bias(&p, slope);
+    float *full = xmalloc(p.n * 4, "O");
+    Err en;
+    run_compare(NULL, &p, &r0, 1.0, &en, full);
+    const double atol = o->dtype == DT_FP32 ? tol_fp32(en.max_abs) : tol16(en.max_abs);
+    for (int i = 0; i < nk; i++) {
+        const FusedKernel *kn = ks[i];
+        if ((o->kernel && kn->id != o->kernel) || !kn->launch_alibi || !kernel_runs(kn, o->dtype, o->D)) continue;
+        any = 1;
+        Err e;
+        if (run_compare_bias(kn, &p, &r, atol, &e, full, (const float *)slope_d) != 0) { ok = 0; continue; }
+        AlibiCtx a = {kn, &p, slope_d}, plain = {kn, &p, NULL};
+        const double ms_a = gpu_time_median_ms(alibi_fn, &a, 2, (int)o->repeat);
+        const double ms_p = gpu_time_median_ms(alibi_fn, &plain, 2, (int)o->repeat);
+        printf("  kernel %-2d %-16s with ALiBi vs float64 with the bias: %s (tol %.1e)  %s\n"
+               "            %.3f ms with ALiBi, %.3f ms without (%+.1f%%)\n", kn->id, kn->name, fmt_err(&e, eb, sizeof eb),
+               atol, e.n_bad == 0 ? "ok" : "WRONG", ms_a, ms_p, 100.0 * (ms_a / ms_p - 1));
+        ok &= e.n_bad == 0;
+    }
+    if (!any) printf("  no kernel with a score modifier takes %s at D=%ld (kernel 2: fp32 D 16..128; kernel 3: fp16/bf16 D 64, 128)\n",
+                     dtype_name(o->dtype), o->D);
+    dfree(slope_d);
+    tfree(slope); tfree(full); tfree(r.ref); tfree(r0.ref);
+    problem_free(&p);
+    return ok ? EXIT_OK : EXIT_FAIL;
 }
 
 static int run_default(const Opts *o, FILE *csv)
@@ -476,6 +582,9 @@ static int run_sanitize_shapes(void)
                 Problem p;
                 problem_make(&p, 2, 3, Ns[a], 64, dt, causal, 7, NULL);
                 float *L = dmalloc((size_t)p.B * p.H * p.N * sizeof(float), "L");
+                float slope[6];
+                alibi_slopes(slope, 2, 3);
+                void *slope_d = dupload(slope, 6, DT_FP32, "ALiBi slopes");
                 for (int i = 0; i < nk; i++)
                     if (kernel_runs(ks[i], dt, 64)) {
                         dpoison(p.dout, p.n, dt);
@@ -487,6 +596,17 @@ static int run_sanitize_shapes(void)
                         gpu_sync_check();
                         printf("ran kernel %d with L %s N=%ld D=64%s\n", ks[i]->id, dtype_name(dt), Ns[a], causal ? " causal" : "");
                     }
+                for (int i = 0; i < nk; i++) /* and the ALiBi builds (kernels 2, 3) */
+                    if (kernel_runs(ks[i], dt, 64) && ks[i]->launch_alibi) {
+                        dpoison(p.dout, p.n, dt);
+                        if (ks[i]->launch_alibi(p.dq, p.dk, p.dv, p.dout, (const float *)slope_d, p.B, p.H, p.N, p.D, dt,
+                                                causal, NULL) != 0)
+                            return EXIT_FAIL;
+                        gpu_sync_check();
+                        printf("ran kernel %d with ALiBi %s N=%ld D=64%s\n", ks[i]->id, dtype_name(dt), Ns[a],
+                               causal ? " causal" : "");
+                    }
+                dfree(slope_d);
                 dfree(L);
                 problem_free(&p);
             }
@@ -505,6 +625,7 @@ static void usage(const Opts *o)
     printf("  --bench                FlashAttention's benchmark shapes (batch = 16384/N, heads = 2048/D), TFLOP/s table\n"
            "  --backward             the backward kernels (dQ, dK, dV) vs the naive cuBLAS backward; with --bench: at\n"
            "                         the benchmark shapes; with --check: only the backward's checks; --kernel N: backward kernel N\n"
+           "  --alibi                the kernels with a score modifier (2, 3) with ALiBi, vs float64 with the bias, timed\n"
            "  --sanitize-shapes      run each kernel once at N = 65, 257 (for make sanitize)\n");
 }
 
@@ -518,7 +639,7 @@ static int dim_ok(int dtype, long D)
 int main(int argc, char **argv)
 {
     Opts o;
-    int bench = 0, sanitize = 0, backward = 0;
+    int bench = 0, sanitize = 0, backward = 0, alibi = 0;
     opts_expand(&argc, &argv);
     opts_init(&o, "step05", OPT_SHAPE | OPT_DTYPE | OPT_CAUSAL | OPT_KERNEL | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK |
                   OPT_NPY, (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16));
@@ -528,6 +649,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--bench")) { bench = 1; continue; }
         if (!strcmp(argv[i], "--sanitize-shapes")) { sanitize = 1; continue; }
         if (!strcmp(argv[i], "--backward")) { backward = 1; continue; }
+        if (!strcmp(argv[i], "--alibi")) { alibi = 1; continue; }
         usage_error("unknown option '%s' (see --help)", argv[i]);
     }
     if (o.help) { usage(&o); return 0; }
@@ -577,6 +699,10 @@ int main(int argc, char **argv)
 #ifdef HAVE_CUDA
     if (o.check) return run_checks(o.kernel, 0, !backward, backward || !o.kernel);
     if (sanitize) return run_sanitize_shapes();
+    if (alibi) {
+        if (bench || backward) usage_error("option --alibi runs on its own (not with --bench or --backward)");
+        return run_alibi(&o);
+    }
     FILE *csv = o.csv ? csv_open(o.csv, "mode,dtype,kernel,name,B,H,N,D,causal,ms,tflops,peak_bytes,max_abs,rel_l2") : NULL;
     int rc = backward ? (bench ? bwd_run_bench(&o, csv) : bwd_run_default(&o, csv))
                       : bench ? run_bench(&o, csv) : run_default(&o, csv);

@@ -442,6 +442,12 @@ void ref_attention_row(const float *q, const float *k, const float *v, long N, l
     ref_row(q, k, v, N, D, causal, i, 0.0, s, o);
 }
 
+void ref_attention_row_bias(const float *q, const float *k, const float *v, long N, long D, int causal, long i,
+                            double slope, double *s, double *o)
+{
+    ref_row(q, k, v, N, D, causal, i, slope, s, o);
+}
+
 void ref_attention(const float *q, const float *k, const float *v, long bh, long N, long D,
                    int causal, double *out)
 {

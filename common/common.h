@@ -159,6 +159,9 @@ void ref_attention(const float *q, const float *k, const float *v, long bh, long
  * (slope NULL: none). */
 void ref_attention_bias(const float *q, const float *k, const float *v, long bh, long N, long D, int causal,
                         const float *slope, double *out);
+/* One row of that (slope: this head's). */
+void ref_attention_row_bias(const float *q, const float *k, const float *v, long N, long D, int causal, long i,
+                            double slope, double *scratch, double *o);
 /* ALiBi's slopes (Press, Smith, Lewis 2022): head h of H gets 2^(-8 (h+1) / H) when H is a power of 2;
  * otherwise those of the power of 2 P below H, then every other slope of 2P heads (the paper's code).
  * alibi_slopes fills [B*H], head b*H + h with slope h. */
