@@ -35,6 +35,9 @@
  * A score modifier (question 5), launch_alibi: ALiBi's -slope |i - j| added to
  * s_tile where the causal mask goes, before m_tile, with the absolute row and
  * column; behind a branch on the slope pointer, the same for the whole grid.
+ * Measured (H100, ./step05 --alibi, fp32, B=2 H=8 N=4096 D=64, median of 20):
+ * 2.751 ms with ALiBi, 2.620 ms without (+5.0%); max abs 1.16e-06 against the
+ * float64 reference with the bias.
  *
  * Measured on the H100 80GB HBM3 (./step05, B=2 H=8 N=4096 D=64, fp32,
  * median of 10): 2.686 ms, 25.59 TFLOP/s, 1.08x the naive cuBLAS baseline

@@ -121,6 +121,42 @@ static int run_compare(const FusedKernel *kn, Problem *p, const RefRows *r, doub
     return run_compare_bias(kn, p, r, atol, e, full, NULL);
 }
 
+/* The yardstick of a kernel with ALiBi: what naive attention with the same bias, in the same dtype, gets
+ * wrong on the rows r holds (computed here as naive_gpu.cu computes: scores in fp32 from the dtype's inputs,
+ * the softmax in fp32, P stored in the dtype, P V summed in fp32, O stored in the dtype). A sharper softmax,
+ * which ALiBi makes, leaves larger errors than plain attention's on the same inputs, so plain naive is not
+ * the yardstick here. */
+static double naive_bias_error(const Problem *p, const float *slope, const RefRows *r)
+{
+    const float scale = 1.0f / sqrtf((float)p->D);
+    float *s = xmalloc((size_t)p->N * sizeof(float), "row scores"), *o = xmalloc((size_t)p->D * sizeof(float), "row");
+    double worst = 0;
+    size_t w = 0;
+    for (long h = 0; h < p->B * p->H; h++)
+        for (long i = 0; i < p->N; i += r->stride, w++) {
+            const size_t hd = (size_t)h * p->N * p->D;
+            const long jend = p->causal ? i + 1 : p->N;
+            float m = -INFINITY, l = 0.0f;
+            for (long j = 0; j < jend; j++) {
+                s[j] = dot_f32(p->q + hd + i * p->D, p->k + hd + j * p->D, p->D) * scale - slope[h] * (float)(i > j ? i - j : j - i);
+                m = fmaxf(m, s[j]);
+            }
+            for (long j = 0; j < jend; j++) { s[j] = expf(s[j] - m); l += s[j]; }
+            for (long j = 0; j < jend; j++) s[j] /= l;
+            round_to_dtype(s, (size_t)jend, p->dtype);                  /* P stored in the dtype */
+            for (long d = 0; d < p->D; d++) o[d] = 0.0f;
+            for (long j = 0; j < jend; j++)
+                for (long d = 0; d < p->D; d++) o[d] += s[j] * p->v[hd + j * p->D + d];
+            round_to_dtype(o, (size_t)p->D, p->dtype);                  /* O stored in the dtype */
+            for (long d = 0; d < p->D; d++) {
+                const double e = fabs((double)o[d] - r->ref[w * p->D + d]);
+                if (e > worst) worst = e;
+            }
+        }
+    tfree(s); tfree(o);
+    return worst;
+}
+
 /* The same through launch_alibi (slope_d: device [B*H]), against rows made with the same slopes. */
 static int run_compare_bias(const FusedKernel *kn, Problem *p, const RefRows *r, double atol, Err *e, float *full,
                             const float *slope_d)
@@ -307,11 +343,10 @@ static int run_checks(long only, int quick, int fwd, int bwd)
                     float *slope = xmalloc(6 * sizeof(float), "slopes");
                     alibi_slopes(slope, 2, 3);
                     void *slope_d = dupload(slope, 6, DT_FP32, "ALiBi slopes");
-                    RefRows r0 = ref_rows(&p), r = ref_rows_bias(&p, slope);
+                    RefRows r = ref_rows_bias(&p, slope);
                     float *full = xmalloc(p.n * 4, "O");
-                    Err en;
-                    run_compare(NULL, &p, &r0, 1.0, &en, full); /* the yardstick: naive (no bias) on the same inputs */
-                    const double atol = dt == DT_FP32 ? tol_fp32(en.max_abs) : tol16(en.max_abs);
+                    const double naive_err = naive_bias_error(&p, slope, &r); /* naive with the bias, same dtype */
+                    const double atol = dt == DT_FP32 ? tol_fp32(naive_err) : tol16(naive_err);
                     for (int i = 0; i < nk; i++) {
                         const FusedKernel *kn = ks[i];
                         if ((only && kn->id != only) || !kn->launch_alibi || !kernel_runs(kn, dt, aD[b])) continue;
@@ -323,11 +358,11 @@ static int run_checks(long only, int quick, int fwd, int bwd)
                             continue;
                         }
                         report(e.n_bad == 0 && e.max_abs <= atol, &e, name, "vs the float64 reference with the same "
-                               "bias: %s (tol %.1e: 2x naive's error on these inputs without the bias%s)",
-                               fmt_err(&e, eb, sizeof eb), atol, dt == DT_FP32 ? ", at least 1e-5" : "");
+                               "bias: %s; naive with the bias in %s %.2e, tol 2x = %.1e%s", fmt_err(&e, eb, sizeof eb),
+                               dtype_name(dt), naive_err, atol, dt == DT_FP32 ? " (at least 1e-5)" : "");
                     }
                     dfree(slope_d);
-                    tfree(slope); tfree(full); tfree(r.ref); tfree(r0.ref);
+                    tfree(slope); tfree(full); tfree(r.ref);
                     problem_free(&p);
                 }
     if (fwd && (!only || only <= 2)) { /* fp32 on large scores: the tolerance scales with naive's error */
@@ -400,11 +435,13 @@ static int run_alibi(const Opts *o)
     float *slope = xmalloc((size_t)o->B * o->H * sizeof(float), "slopes");
     alibi_slopes(slope, o->B, o->H);
     void *slope_d = dupload(slope, (size_t)o->B * o->H, DT_FP32, "ALiBi slopes");
-    RefRows r0 = ref_rows(&p), r = ref_rows_bias(&p, slope);
+    RefRows r = ref_rows_bias(&p, slope);
     float *full = xmalloc(p.n * 4, "O");
-    Err en;
-    run_compare(NULL, &p, &r0, 1.0, &en, full);
-    const double atol = o->dtype == DT_FP32 ? tol_fp32(en.max_abs) : tol16(en.max_abs);
+    const double naive_err = naive_bias_error(&p, slope, &r);
+    const double atol = o->dtype == DT_FP32 ? tol_fp32(naive_err) : tol16(naive_err);
+    printf("reference: float64 with the bias, %s; naive attention with the bias in %s (emulated on the CPU as "
+           "naive_gpu.cu computes it) is off by %.2e there: the tolerance is 2x that\n",
+           r.stride == 1 ? "all rows" : "every 61st row of every head", dtype_name(o->dtype), naive_err);
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
         if ((o->kernel && kn->id != o->kernel) || !kn->launch_alibi || !kernel_runs(kn, o->dtype, o->D)) continue;
@@ -422,7 +459,7 @@ static int run_alibi(const Opts *o)
     if (!any) printf("  no kernel with a score modifier takes %s at D=%ld (kernel 2: fp32 D 16..128; kernel 3: fp16/bf16 D 64, 128)\n",
                      dtype_name(o->dtype), o->D);
     dfree(slope_d);
-    tfree(slope); tfree(full); tfree(r.ref); tfree(r0.ref);
+    tfree(slope); tfree(full); tfree(r.ref);
     problem_free(&p);
     return ok ? EXIT_OK : EXIT_FAIL;
 }
@@ -709,7 +746,7 @@ int main(int argc, char **argv)
     if (csv) fclose(csv);
     return rc;
 #else
-    (void)sanitize, (void)backward;
+    (void)sanitize, (void)backward, (void)alibi;
     return EXIT_SKIP;
 #endif
 }
