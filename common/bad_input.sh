@@ -100,5 +100,20 @@ bad step07 "alibi without inputs" --alibi
 bad step07 "bad break"          --break everything
 bad step07 "score-scale nan"    --score-scale nan
 # Out of memory is not a usage error: exit 1, one line with the bytes asked for.
+expect 1 out-of-memory step01 "Q over the host's memory" --seq 1048576 --batch 64 --heads 64 --dim 64 --device cpu
+# ... and the limit it names is the limit, not the bytes asked for again (one buffer once served both)
+if [ -x ./step01 ]; then
+    n=$((n + 1))
+    ./step01 --seq 1048576 --batch 64 --heads 64 --dim 64 --device cpu 2>"$tmp/err" >/dev/null
+    asked=$(sed -n 's/.*asked for [0-9]* bytes (\([^)]*\)).*/\1/p' "$tmp/err"); limit=$(sed -n 's/.*limit \(.*\)$/\1/p' "$tmp/err")
+    if [ -n "$limit" ] && [ "$asked" != "$limit" ]; then echo "PASS out-of-memory/step01 names the limit: asked $asked, limit $limit"
+    else echo "FAIL out-of-memory/step01 names the limit: asked '$asked', limit '$limit' ($(cat "$tmp/err"))"; fi
+fi
+# Limits that are the real ones: --heads past the old 65535 cap runs (exit 0)
+if [ -x ./step04 ]; then
+    n=$((n + 1))
+    if ./step04 --heads 70000 --seq 2 --dim 8 --repeat 1 >/dev/null 2>"$tmp/err"; then echo "PASS limits/step04 --heads 70000 runs"
+    else echo "FAIL limits/step04 --heads 70000: $(head -c 300 "$tmp/err")"; fi
+fi
 expect 1 out-of-memory step06 "train: model over --mem-limit" --train --mem-limit 20M
 echo "bad-input: $n command lines tried"
