@@ -171,7 +171,7 @@ void corpus_load(Corpus *c, const char *path, int T)
     if (!f) usage_error("option --data: cannot open '%s': %s", path, strerror(errno));
     const size_t n = (size_t)st.st_size;
     unsigned char *bytes = xmalloc(n, "--data file");
-    if (fread(bytes, 1, n, f) != n) { fclose(f); usage_error("option --data: cannot read '%s'", path); }
+    if (fread(bytes, 1, n, f) != n) { fclose(f); tfree(bytes); usage_error("option --data: cannot read '%s'", path); }
     fclose(f);
 
     memset(c, 0, sizeof *c);
@@ -182,12 +182,17 @@ void corpus_load(Corpus *c, const char *path, int T)
     for (size_t i = 0; i < n;) {
         const size_t at = i;
         const long cp = utf8_next(bytes, n, &i);
-        if (cp < 0 || cp == 0)
-            usage_error("option --data: '%s' is not UTF-8 text (byte 0x%02x at offset %zu)", path, bytes[at], at);
+        if (cp < 0 || cp == 0) {
+            const unsigned bad = bytes[at];
+            tfree(id_of); tfree(text); tfree(bytes); /* nothing left behind: a usage error is not a leak */
+            usage_error("option --data: '%s' is not UTF-8 text (byte 0x%02x at offset %zu)", path, bad, at);
+        }
         if (id_of[cp] < 0) {
-            if (c->V == MAX_SYMBOLS)
+            if (c->V == MAX_SYMBOLS) {
+                tfree(id_of); tfree(text); tfree(bytes);
                 usage_error("option --data: '%s' has more than %d distinct symbols (characters); this model's vocabulary "
                             "is at most %d", path, MAX_SYMBOLS, MAX_SYMBOLS);
+            }
             id_of[cp] = (short)c->V;
             c->symbol[c->V++] = (uint32_t)cp;
         }
@@ -197,9 +202,11 @@ void corpus_load(Corpus *c, const char *path, int T)
     tfree(bytes);
     /* Held out: the last 10%, and at least one window of T + 1 symbols; the rest trains. */
     c->n_val = len / 10 > (size_t)T + 1 ? len / 10 : (size_t)T + 1;
-    if (len < 2 * ((size_t)T + 1))
+    if (len < 2 * ((size_t)T + 1)) {
+        tfree(text);
         usage_error("option --data: '%s' has %zu characters, needs at least %d (T + 1 = %d for training and as many "
                     "held out; --seq sets T)", path, len, 2 * (T + 1), T + 1);
+    }
     c->n_train = len - c->n_val;
     c->train = text;
     c->val = text + c->n_train;

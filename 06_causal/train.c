@@ -160,6 +160,10 @@ static void train_runs(const Setup *s, const Corpus *c, Run *runs, int n, int ve
     tfree(x); tfree(y); tfree(vx); tfree(vy);
 }
 
+static void runs_free(Run *runs, int n);
+
+/* Build every run's model and curves; on out of memory, one line with the bytes asked for, everything built
+ * so far freed again, and -1. */
 static int runs_build(const Setup *s, Run *runs, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -178,6 +182,9 @@ static int runs_build(const Setup *s, Run *runs, int n)
             fprintf(stderr, "%s: out of memory: the %s run's model asked for %zu bytes (%s), %s in use, limit %s\n", g_prog,
                     r->attn.name, want, fmt_bytes((double)want, b1, sizeof b1),
                     fmt_bytes((double)mem_current(), b2, sizeof b2), fmt_bytes((double)mem_limit(), b3, sizeof b3));
+            tfree(r->train_loss);
+            r->train_loss = NULL;
+            runs_free(runs, i);
             return -1;
         }
     }
@@ -326,7 +333,7 @@ int train_main(const Opts *o, const TrainOpts *t)
     make_attentions(att, s.BR, s.BC);
     for (int i = 0; i < N_RUNS; i++) runs[i].attn = att[i];
     mem_reset_peak();
-    if (runs_build(&s, runs, N_RUNS) != 0) return EXIT_FAIL;
+    if (runs_build(&s, runs, N_RUNS) != 0) { corpus_free(&c); return EXIT_FAIL; }
 
     char b[4][32];
     printf("step06 --train: a GPT of %d layers, %d heads, C = %d (D = %d), context T = %d, batch %d, %zu parameters; "
