@@ -424,7 +424,6 @@ int train_main(const Opts *o, const TrainOpts *t)
     }
     runs_free(runs, N_RUNS);
     corpus_free(&c);
-    (void)b;
     return EXIT_OK;
 }
 
