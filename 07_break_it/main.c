@@ -199,8 +199,10 @@ static const char *diagnose_relative(void)
 // --- a score modifier in the wrong place (the chapter's question 5) -------------------------
 
 /* ALiBi's -slope_h |i - j| computed right, and in one of its two wrong places (brk), on inputs of kind
- * `inputs`; errors against the float64 reference with the bias. Returns the broken run's Err. */
-static Err alibi_run(const Setup *base, int inputs, int brk, int fp16, long BR, long BC, Err *intact, float **out)
+ * `inputs`; errors against the float64 reference with the bias. Returns the broken run's Err; cause (may be
+ * NULL) gets what the diagnosis (grade.c) names from the broken output, and *tile its tile size. */
+static Err alibi_run(const Setup *base, int inputs, int brk, int fp16, long BR, long BC, Err *intact,
+                     const char **cause, long *tile)
 {
     Setup s = *base;
     s.inputs = inputs;
@@ -214,7 +216,8 @@ static Err alibi_run(const Setup *base, int inputs, int brk, int fp16, long BR, 
     *intact = compare(o, in.ref, in.n, fp16 ? 2e-2 : 1e-5, fp16 ? 0 : 1e-5);
     break_forward_cpu(in.q, in.k, in.v, o, bh, s.N, s.D, BR, BC, brk, 0, fp16, 0, NULL, NULL, slope);
     const Err e = compare(o, in.ref, in.n, fp16 ? 2e-2 : 1e-5, fp16 ? 0 : 1e-5);
-    if (out) *out = o; else tfree(o);
+    if (cause) *cause = alibi_diagnosis(in.q, in.k, in.v, o, slope, bh, s.N, s.D, 1e-4, tile);
+    tfree(o);
     tfree(slope);
     free_inputs(&in);
     return e;
@@ -226,11 +229,11 @@ static int run_alibi(const Setup *u, int brk, int fp16)
     printf("ALiBi, -slope_h |i - j| on every score (slopes 2^(-8(h+1)/H): %g .. %g for H = %ld), %s, BR=%ld BC=%ld, "
            "and --break %s:\n", alibi_slope(0, u->H), alibi_slope(u->H - 1, u->H), u->H, fp16 ? "fp16" : "fp32", u->BR,
            u->BC, break_names[brk]);
-    Err in0, e = alibi_run(u, INPUTS_RANDOM, brk, fp16, u->BR, u->BC, &in0, NULL);
+    Err in0, e = alibi_run(u, INPUTS_RANDOM, brk, fp16, u->BR, u->BC, &in0, NULL, NULL);
     printf("  random inputs: bias in the right place %s; --break %s %s%s\n", fmt_err(&in0, ib, sizeof ib), break_names[brk],
            e.n_nonfinite ? "inf/NaN, " : "", fmt_err(&e, eb, sizeof eb));
     if (brk == BREAK_ALIBI_RELATIVE) {
-        Err one0, one = alibi_run(u, INPUTS_RANDOM, brk, fp16, u->N, u->N, &one0, NULL);
+        Err one0, one = alibi_run(u, INPUTS_RANDOM, brk, fp16, u->N, u->N, &one0, NULL, NULL);
         printf("  one tile (BR = BC = N): --break %s %s\n", break_names[brk], fmt_err(&one, eb, sizeof eb));
         printf("answer: ALiBi's bias from tile-relative indices is finite and wrong (max abs %.3f) with several tiles and "
                "right with one (%.1e): -slope |r - c| is -slope |i - j| only where i0 = j0, so every tile off the "
@@ -239,13 +242,13 @@ static int run_alibi(const Setup *u, int brk, int fp16)
         return e.n_bad > 0 && one.n_bad == 0 ? EXIT_OK : EXIT_FAIL;
     }
     /* The far key: rows N/2.. point at key 0 alone, so the largest score of the row is also the most biased. */
-    Err far0, far = alibi_run(u, INPUTS_FAR_KEY, brk, fp16, u->BR, u->BC, &far0, NULL);
+    Err far0, far = alibi_run(u, INPUTS_FAR_KEY, brk, fp16, u->BR, u->BC, &far0, NULL, NULL);
     printf("  rows N/2.. aligned with key 0 alone (score 300 there): bias in the right place %s; --break %s %zu of %zu "
            "outputs inf/NaN, %s\n", fmt_err(&far0, ib, sizeof ib), break_names[brk], far.n_nonfinite, far.n,
            fmt_err(&far, eb, sizeof eb));
     Setup w = *u;                  /* the same with 8 heads: head 0's slope is 1/2, -127.5 at distance 255 */
     w.H = 8;
-    Err wide0, wide = alibi_run(&w, INPUTS_FAR_KEY, brk, fp16, u->BR, u->BC, &wide0, NULL);
+    Err wide0, wide = alibi_run(&w, INPUTS_FAR_KEY, brk, fp16, u->BR, u->BC, &wide0, NULL, NULL);
     printf("  the same with H = 8 (head 0's slope 1/2): bias in the right place %s; --break %s %zu of %zu outputs "
            "inf/NaN\n", fmt_err(&wide0, ib, sizeof ib), break_names[brk], wide.n_nonfinite, wide.n);
     printf("answer: ALiBi's bias added after m_tile is right on random inputs (max abs %.1e): the bias is never positive, "
@@ -266,24 +269,16 @@ static void diagnose_alibi_breaks(const Setup *u)
         {BREAK_ALIBI_AFTER_MAX, "ALiBi's bias added after the running max"},
     };
     for (int c = 0; c < 2; c++) {
-        Setup s = *u;
-        s.inputs = INPUTS_FAR_KEY;
-        s.scale = 1;
-        Inputs in = make_inputs(&s);
-        const long bh = s.B * s.H;
-        float *slope = xmalloc((size_t)bh * 4, "slopes"), *o = xmalloc(in.n * 4, "O");
-        alibi_slopes(slope, s.B, s.H);
-        break_forward_cpu(in.q, in.k, in.v, o, bh, s.N, s.D, s.BR, s.BC, cases[c].brk, 0, 0, 0, NULL, NULL, slope);
+        Err intact;
+        const char *got = NULL;
         long tile = 0;
-        const char *got = alibi_diagnosis(in.q, in.k, in.v, o, slope, bh, s.N, s.D, 1e-4, &tile);
+        alibi_run(u, INPUTS_FAR_KEY, cases[c].brk, 0, u->BR, u->BC, &intact, &got, &tile);
         char name[64];
         snprintf(name, sizeof name, "diagnose/%s", break_names[cases[c].brk]);
-        const long want_tile = cases[c].brk == BREAK_ALIBI_RELATIVE ? s.BC : 0; /* after-max: no tile size to tell */
+        const long want_tile = cases[c].brk == BREAK_ALIBI_RELATIVE ? u->BC : 0; /* after-max: no tile size to tell */
         report(got && !strcmp(got, cases[c].cause) && tile == want_tile, NULL, name,
                "expected \"%s\" (tile %ld), diagnosis says \"%s\" (tile %ld)", cases[c].cause, want_tile,
                got ? got : "(none)", tile);
-        tfree(slope); tfree(o);
-        free_inputs(&in);
     }
 }
 

@@ -19,14 +19,7 @@ causal = int(csvio.num(rows[0], "causal", src))
 REF = {(64, 0): (270, 426), (128, 0): (290, 489), (64, 1): (231, 364), (128, 1): (255, 450)}
 fig, axes = plt.subplots(1, len(dims), figsize=(6 * len(dims), 4.2), squeeze=False)
 for ax, D in zip(axes[0], dims):
-    kernels = sorted({int(csvio.num(r, "kernel", src)) for r in rows if int(csvio.num(r, "D", src)) == D})
-    for k in kernels:
-        rs = [r for r in rows if int(csvio.num(r, "D", src)) == D and int(csvio.num(r, "kernel", src)) == k
-              and csvio.num(r, "ms", src) > 0]
-        pts = sorted((csvio.num(r, "N", src), csvio.num(r, "tflops", src)) for r in rs)
-        label = "naive (cuBLAS, P and dS kept)" if k == 0 else f"backward kernel {k} ({rs[0]['name']})"
-        color = "black" if k == 0 else plt.cm.viridis(kernels.index(k) / max(1, len(kernels) - 1) * 0.9)
-        ax.plot(*zip(*pts), "o--" if k == 0 else "o-", label=label, color=color)
+    csvio.plot_kernels(ax, rows, D, src, "naive (cuBLAS, P and dS kept)", lambda k, name: f"backward kernel {k} ({name})")
     if rows[0]["dtype"] == "fp16" and (D, causal) in REF:
         fa2, cudnn = REF[(D, causal)]
         ax.plot([4096], [fa2], "s", color="tab:red", label="FlashAttention-2, N = 4096 (issue 12, H100)")

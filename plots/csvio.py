@@ -1,6 +1,7 @@
-"""csvio.py: the one thing every plot script shares: read a step's --csv file
-(header row, then rows), or exit with one clear line when it is missing or
-malformed. Also sets matplotlib's headless backend."""
+"""csvio.py: what the plot scripts share: read a step's --csv file (header
+row, then rows), or exit with one clear line when it is missing or malformed;
+sets matplotlib's headless backend; and draws step 05's bench curves (the
+forward and the backward pictures draw them alike)."""
 import csv
 import sys
 
@@ -35,3 +36,19 @@ def args(n, usage):
     if len(sys.argv) != n + 1:
         sys.exit(f"usage: {sys.argv[0]} {usage}")
     return sys.argv[1:]
+
+
+def plot_kernels(ax, rows, D, path, naive_label, kernel_label):
+    """One TFLOP/s-vs-N curve per kernel of step 05's bench rows at head dim D: kernel 0 (naive) black and
+    dashed, the others along one colour map so that none share a colour. kernel_label(k, name) names a curve."""
+    import matplotlib.pyplot as plt
+    at_d = [r for r in rows if int(num(r, "D", path)) == D]
+    kernels = sorted({int(num(r, "kernel", path)) for r in at_d})
+    for k in kernels:
+        rs = [r for r in at_d if int(num(r, "kernel", path)) == k and num(r, "ms", path) > 0]
+        if not rs:
+            continue
+        pts = sorted((num(r, "N", path), num(r, "tflops", path)) for r in rs)
+        color = "black" if k == 0 else plt.cm.viridis(kernels.index(k) / max(1, len(kernels) - 1) * 0.9)
+        ax.plot(*zip(*pts), "o--" if k == 0 else "o-", color=color,
+                label=naive_label if k == 0 else kernel_label(k, rs[0]["name"]))

@@ -15,15 +15,7 @@ if not dims:
     raise SystemExit(f"{src}: no bench rows (run ./step05 --bench --csv)")
 fig, axes = plt.subplots(1, len(dims), figsize=(6 * len(dims), 4.2), squeeze=False)
 for ax, D in zip(axes[0], dims):
-    kernels = sorted({int(csvio.num(r, "kernel", src)) for r in rows if int(csvio.num(r, "D", src)) == D})
-    for k in kernels:
-        rs = [r for r in rows if int(csvio.num(r, "D", src)) == D and int(csvio.num(r, "kernel", src)) == k
-              and csvio.num(r, "ms", src) > 0]
-        pts = sorted((csvio.num(r, "N", src), csvio.num(r, "tflops", src)) for r in rs)
-        label = "naive (cuBLAS + softmax)" if k == 0 else f"kernel {k} ({rs[0]['name']})"
-        # naive in black; the kernels along one colour map, so nine of them never share a colour
-        color = "black" if k == 0 else plt.cm.viridis(kernels.index(k) / max(1, len(kernels) - 1) * 0.9)
-        ax.plot(*zip(*pts), "o--" if k == 0 else "o-", label=label, color=color)
+    csvio.plot_kernels(ax, rows, D, src, "naive (cuBLAS + softmax)", lambda k, name: f"kernel {k} ({name})")
     if ceiling:
         ax.axhline(ceiling[0], color="gray", ls="--",
                    label=f"matrix-product ceiling: cuBLAS GEMM, {ceiling[0]:.0f} TFLOP/s")
