@@ -240,7 +240,7 @@ static float max_causal_score(const float *q, const float *k, long bh, long T, l
 
 // --- sizes, build, free ------------------------------------------------------------------
 
-static void param_sizes(const GPTConfig *c, size_t *s)
+void gpt_param_sizes(const GPTConfig *c, size_t *s)
 {
     const size_t V = c->V, T = c->T, L = c->L, C = c->C;
     const size_t sz[NUM_PARAMS] = {V * C, T * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C,
@@ -248,8 +248,7 @@ static void param_sizes(const GPTConfig *c, size_t *s)
     memcpy(s, sz, sizeof sz);
 }
 
-/* grad = 1: the gradient activations, which need neither the attention's saved tensors nor a second scratch. */
-static void act_sizes(const GPTConfig *c, int B, size_t saved, int grad, size_t *s)
+void gpt_act_sizes(const GPTConfig *c, int B, size_t saved, int grad, size_t *s)
 {
     const size_t BT = (size_t)B * c->T, L = c->L, C = c->C, V = c->V;
     const size_t sz[NUM_ACTS] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C, grad ? 0 : L * saved,
@@ -258,7 +257,7 @@ static void act_sizes(const GPTConfig *c, int B, size_t saved, int grad, size_t 
     memcpy(s, sz, sizeof sz);
 }
 
-static size_t sum_sizes(const size_t *s, int n)
+size_t gpt_sum_sizes(const size_t *s, int n)
 {
     size_t t = 0;
     for (int i = 0; i < n; i++) t += s[i];
@@ -287,15 +286,46 @@ static void carve(float **fields[], float *mem, const size_t *sizes, int n)
     for (int i = 0; i < n; i++) { *fields[i] = sizes[i] ? mem : NULL; mem += sizes[i]; }
 }
 
+void gpt_point_params(Params *p, float *mem, const size_t *sizes)
+{
+    float **f[NUM_PARAMS];
+    param_fields(p, f);
+    carve(f, mem, sizes, NUM_PARAMS);
+}
+
+void gpt_point_acts(Acts *a, float *mem, const size_t *sizes)
+{
+    float **f[NUM_ACTS];
+    act_fields(a, f);
+    carve(f, mem, sizes, NUM_ACTS);
+}
+
+void gpt_init_params(float *p, const GPTConfig *c, const size_t *sizes, unsigned long long seed)
+{
+    /* GPT-2's initialisation: weights N(0, 0.02), the two projections into the residual stream
+     * N(0, 0.02 / sqrt(2L)) so that the stream's variance does not grow with depth, biases 0, LayerNorm 1. */
+    Rng rng;
+    rng_seed(&rng, seed);
+    for (int t = 0; t < NUM_PARAMS; t++) {
+        const char *nm = PARAM_NAMES[t];
+        const int is_ln_w = !strcmp(nm, "ln1w") || !strcmp(nm, "ln2w") || !strcmp(nm, "lnfw");
+        const int is_bias = nm[strlen(nm) - 1] == 'b';
+        const float std = !strcmp(nm, "attprojw") || !strcmp(nm, "fcprojw") ? 0.02f / sqrtf(2.0f * c->L) : 0.02f;
+        for (size_t i = 0; i < sizes[t]; i++)
+            p[i] = is_ln_w ? 1.0f : is_bias ? 0.0f : (float)(std * rng_normal(&rng));
+        p += sizes[t];
+    }
+}
+
 size_t gpt_bytes(const GPTConfig *c, int B, const Attention *a, size_t *saved_per_layer)
 {
     size_t ps[NUM_PARAMS], as[NUM_ACTS], gs[NUM_ACTS];
     const size_t saved = a->saved_floats((long)B * c->H, c->T);
-    param_sizes(c, ps);
-    act_sizes(c, B, saved, 0, as);
-    act_sizes(c, B, saved, 1, gs);
+    gpt_param_sizes(c, ps);
+    gpt_act_sizes(c, B, saved, 0, as);
+    gpt_act_sizes(c, B, saved, 1, gs);
     if (saved_per_layer) *saved_per_layer = saved * sizeof(float);
-    return (4 * sum_sizes(ps, NUM_PARAMS) + sum_sizes(as, NUM_ACTS) + sum_sizes(gs, NUM_ACTS)) * sizeof(float);
+    return (4 * gpt_sum_sizes(ps, NUM_PARAMS) + gpt_sum_sizes(as, NUM_ACTS) + gpt_sum_sizes(gs, NUM_ACTS)) * sizeof(float);
 }
 
 int gpt_build(GPT *m, const GPTConfig *c, int B, const Attention *a, float score_scale, unsigned long long seed)
@@ -306,12 +336,12 @@ int gpt_build(GPT *m, const GPTConfig *c, int B, const Attention *a, float score
     m->attn = a;
     m->score_scale = score_scale;
     m->B = B;
-    param_sizes(c, m->param_sizes);
-    m->num_params = sum_sizes(m->param_sizes, NUM_PARAMS);
-    act_sizes(c, B, a->saved_floats((long)B * c->H, c->T), 0, m->act_sizes);
-    act_sizes(c, B, 0, 1, gs);
-    m->num_acts = sum_sizes(m->act_sizes, NUM_ACTS);
-    m->num_grad_acts = sum_sizes(gs, NUM_ACTS);
+    gpt_param_sizes(c, m->param_sizes);
+    m->num_params = gpt_sum_sizes(m->param_sizes, NUM_PARAMS);
+    gpt_act_sizes(c, B, a->saved_floats((long)B * c->H, c->T), 0, m->act_sizes);
+    gpt_act_sizes(c, B, 0, 1, gs);
+    m->num_acts = gpt_sum_sizes(m->act_sizes, NUM_ACTS);
+    m->num_grad_acts = gpt_sum_sizes(gs, NUM_ACTS);
     const size_t np = m->num_params * sizeof(float);
     m->params_mem = tmalloc(np);
     m->grads_mem = tmalloc(np);
@@ -323,32 +353,13 @@ int gpt_build(GPT *m, const GPTConfig *c, int B, const Attention *a, float score
         gpt_free(m);
         return -1;
     }
-    float **pf[NUM_PARAMS], **af[NUM_ACTS];
-    param_fields(&m->params, pf);
-    carve(pf, m->params_mem, m->param_sizes, NUM_PARAMS);
-    param_fields(&m->grads, pf);
-    carve(pf, m->grads_mem, m->param_sizes, NUM_PARAMS);
-    act_fields(&m->acts, af);
-    carve(af, m->acts_mem, m->act_sizes, NUM_ACTS);
-    act_fields(&m->grad_acts, af);
-    carve(af, m->grad_acts_mem, gs, NUM_ACTS);
+    gpt_point_params(&m->params, m->params_mem, m->param_sizes);
+    gpt_point_params(&m->grads, m->grads_mem, m->param_sizes);
+    gpt_point_acts(&m->acts, m->acts_mem, m->act_sizes);
+    gpt_point_acts(&m->grad_acts, m->grad_acts_mem, gs);
     memset(m->m_mem, 0, np);
     memset(m->v_mem, 0, np);
-
-    /* GPT-2's initialisation: weights N(0, 0.02), the two projections into the residual stream
-     * N(0, 0.02 / sqrt(2L)) so that the stream's variance does not grow with depth, biases 0, LayerNorm 1. */
-    Rng rng;
-    rng_seed(&rng, seed);
-    float *p = m->params_mem;
-    for (int t = 0; t < NUM_PARAMS; t++) {
-        const char *nm = PARAM_NAMES[t];
-        const int is_ln_w = !strcmp(nm, "ln1w") || !strcmp(nm, "ln2w") || !strcmp(nm, "lnfw");
-        const int is_bias = nm[strlen(nm) - 1] == 'b';
-        const float std = !strcmp(nm, "attprojw") || !strcmp(nm, "fcprojw") ? 0.02f / sqrtf(2.0f * c->L) : 0.02f;
-        for (size_t i = 0; i < m->param_sizes[t]; i++)
-            p[i] = is_ln_w ? 1.0f : is_bias ? 0.0f : (float)(std * rng_normal(&rng));
-        p += m->param_sizes[t];
-    }
+    gpt_init_params(m->params_mem, c, m->param_sizes, seed);
     return 0;
 }
 

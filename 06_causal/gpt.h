@@ -121,6 +121,19 @@ typedef struct {
     float max_score;             /* largest attention score of the last forward (Break 1 overflows past 88.72) */
 } GPT;
 
+/* The layout behind gpt_build, shared with the GPU model (gpt_gpu.cu), which keeps the very same tables on
+ * the device so that its parameters and gradients compare with the CPU's element for element.
+ * gpt_param_sizes: NUM_PARAMS sizes, in floats. gpt_act_sizes: NUM_ACTS sizes for batch B with `saved`
+ * floats per layer for the attention; grad = 1 gives the gradient activations' (no saved tensors, no
+ * scratch). gpt_point_*: the struct's pointers at consecutive slices of mem. gpt_init_params: GPT-2's
+ * initialisation from seed (the same numbers on every machine). */
+void gpt_param_sizes(const GPTConfig *c, size_t *sizes);
+void gpt_act_sizes(const GPTConfig *c, int B, size_t saved, int grad, size_t *sizes);
+size_t gpt_sum_sizes(const size_t *sizes, int n);
+void gpt_point_params(Params *p, float *mem, const size_t *sizes);
+void gpt_point_acts(Acts *a, float *mem, const size_t *sizes);
+void gpt_init_params(float *params, const GPTConfig *c, const size_t *sizes, unsigned long long seed);
+
 /* Bytes gpt_build would allocate for this config, batch B and attention a:
  * params, grads and AdamW's moments, activations and their grads. */
 size_t gpt_bytes(const GPTConfig *c, int B, const Attention *a, size_t *saved_per_layer);

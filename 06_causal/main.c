@@ -240,6 +240,7 @@ static int run_checks(void)
         cpu_free(&c);
     }
     train_checks();
+    train_gpu_checks();
 #ifdef HAVE_CUDA
     if (gpu_available()) {
         static const long gN[] = {1, 17, 64, 65, 257, 1000};
@@ -300,8 +301,10 @@ int main(int argc, char **argv)
     if (o.check) return run_checks();
     if (training) {
         if (alibi) usage_error("option --alibi goes with the causal run, not --train (the GPT has no position bias)");
-        if (mode != MASK_ABSOLUTE || o.device == DEV_GPU || o.dtype != DT_FP32)
-            usage_error("--train runs on the CPU in fp32 with every mask itself: --mask, --device gpu and --dtype do not apply");
+        if (mode != MASK_ABSOLUTE || o.dtype != DT_FP32)
+            usage_error("--train runs in fp32 with every mask itself: --mask and --dtype do not apply");
+        if (o.device == DEV_GPU) return train_gpu_main(&o, &t);
+        if (t.big) usage_error("option --big goes with --train --device gpu");
         return train_main(&o, &t);
     }
 

@@ -32,14 +32,7 @@
 
 enum { R_NAIVE, R_TILED, R_RELATIVE, R_BREAK2, R_BREAK1, N_RUNS };
 
-typedef struct {
-    GPTConfig cfg;
-    int B;
-    long BR, BC, steps;
-    float lr, score_scale;
-    uint64_t seed;
-    int eval_every, val_batches;
-} Setup;
+typedef TrainSetup Setup;
 
 typedef struct {
     Attention attn;
@@ -68,7 +61,7 @@ static void make_attentions(Attention *a, long BR, long BC)
 }
 
 /* Learning rate: a linear warm-up over the first 10 steps, then constant. */
-static float lr_at(const Setup *s, long step) { return step < 10 ? s->lr * step / 10.0f : s->lr; }
+float train_lr_at(const TrainSetup *s, long step) { return step < 10 ? s->lr * step / 10.0f : s->lr; }
 
 /* Mean loss over the validation batches, with attention a (the model's own if NULL). */
 static double val_loss(const Setup *s, const Corpus *c, GPT *m, const Attention *a, int *x, int *y)
@@ -105,7 +98,7 @@ static void *step_one(void *p)
     r->train_loss[j->step] = loss;
     if (!isfinite(loss)) { r->nan_step = j->step; return NULL; } // NaN: the run stops here
     if (gpt_backward(&r->model, j->x, j->y, s->B, s->cfg.T) != 0) { r->oom = 1; return NULL; }
-    gpt_adamw(&r->model, lr_at(s, j->step), 0.0f);
+    gpt_adamw(&r->model, train_lr_at(s, j->step), 0.0f);
     if (j->step % s->eval_every == 0 || j->step == s->steps) {
         /* Every model is validated with its own attention, the mask made right: the relative run with the
          * absolute mask (and with its own as well, to show what its training loss saw). */
@@ -197,7 +190,7 @@ static void runs_free(Run *runs, int n)
 }
 
 /* max over steps 1..steps of |a - b| (NaN counts as infinite) */
-static double max_gap(const double *a, const double *b, long steps, long *at)
+double train_max_gap(const double *a, const double *b, long steps, long *at)
 {
     double g = 0;
     *at = 1;
@@ -209,7 +202,7 @@ static double max_gap(const double *a, const double *b, long steps, long *at)
 }
 
 /* mean of the last k train losses: the end of a curve, less the noise of one batch */
-static double tail_mean(const double *l, long steps, long k)
+double train_tail_mean(const double *l, long steps, long k)
 {
     double s = 0;
     for (long t = steps - k + 1; t <= steps; t++) s += l[t];
@@ -275,8 +268,9 @@ int train_parse(TrainOpts *t, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
     if (!strcmp(a, "--train")) { t->on = 1; return 1; }
-    if (!strcmp(a, "--steps")) { t->steps = parse_long(a, opt_value(argc, argv, i), 1, 1000000); return 1; }
-    if (!strcmp(a, "--layers")) { t->layers = parse_long(a, opt_value(argc, argv, i), 1, 64); return 1; }
+    if (!strcmp(a, "--steps")) { t->steps = parse_long(a, opt_value(argc, argv, i), 1, 1000000); t->steps_given = 1; return 1; }
+    if (!strcmp(a, "--layers")) { t->layers = parse_long(a, opt_value(argc, argv, i), 1, 64); t->layers_given = 1; return 1; }
+    if (!strcmp(a, "--big")) { t->big = 1; return 1; }
     if (!strcmp(a, "--lr")) { t->lr = parse_double(a, opt_value(argc, argv, i), 1e-7, 1.0); return 1; }
     if (!strcmp(a, "--score-scale")) { t->score_scale = parse_double(a, opt_value(argc, argv, i), 1e-3, 1e3); return 1; }
     if (!strcmp(a, "--mem-limit")) { t->mem_limit = parse_size(a, opt_value(argc, argv, i)); return 1; }
@@ -304,27 +298,36 @@ void train_usage(void)
            "  --data FILE          train on a UTF-8 text file, character level (default: a corpus generated from --seed)\n"
            "  --corpus text|lag-copy  the generated corpus: text-like (default), or 16 symbols each copied from 12 back\n"
            "                       (90%% of the time): what a model needs there is one far key, which Break 2 cannot give\n"
-           "  --mem-limit SIZE     the memory wall of training under SIZE (default 8G); also the limit of this run\n");
+           "  --mem-limit SIZE     the memory wall of training under SIZE (default 8G); also the limit of this run\n"
+           "  --device gpu         the same model on the GPU: naive (cuBLAS, P kept) and fused (kernel 2 + backward\n"
+           "                       kernel 1) attention, beside the CPU run (needs a CUDA device; exit 77 without one)\n"
+           "  --big                with --device gpu: 6 layers, C = 384 (6 heads of 64), batch 4, timed at T = 1024..16384\n"
+           "                       (or --seq), naive against fused: time, tokens/s, memory, and where naive stops\n"
+           "                       fitting (the device, or --mem-limit); --steps timed steps (default 10)\n");
+}
+
+void train_setup(const Opts *o, const TrainOpts *t, TrainSetup *s, Corpus *c)
+{
+    memset(s, 0, sizeof *s);
+    if (o->D < 1 || o->H * o->D > 4096) usage_error("options --heads, --dim: the model's C = heads * dim must be at most 4096");
+    s->cfg.T = (int)o->N; s->cfg.L = (int)t->layers; s->cfg.H = (int)o->H; s->cfg.C = (int)(o->H * o->D);
+    s->B = (int)o->B; s->BR = o->BR; s->BC = o->BC; s->steps = t->steps; s->lr = (float)t->lr;
+    s->score_scale = (float)t->score_scale; s->seed = o->seed; s->eval_every = 20; s->val_batches = 4;
+    size_or_die("B*H*T*T*L floats (naive attention's P, every layer)", (size_t)o->B, (size_t)o->H, (size_t)o->N,
+                (size_t)o->N, 4 * (size_t)t->layers);
+    if (t->data && t->lag_copy) usage_error("options --data and --corpus lag-copy: one corpus at a time");
+    if (t->data) corpus_load(c, t->data, s->cfg.T);
+    else if (t->lag_copy) corpus_lag_copy(c, 440000, 16, 12, o->seed);
+    else corpus_generate(c, 440000, o->seed);
+    s->cfg.V = c->V;
 }
 
 int train_main(const Opts *o, const TrainOpts *t)
 {
     Setup s;
-    memset(&s, 0, sizeof s);
-    if (o->D < 1 || o->H * o->D > 4096) usage_error("options --heads, --dim: the model's C = heads * dim must be at most 4096");
-    s.cfg.T = (int)o->N; s.cfg.L = (int)t->layers; s.cfg.H = (int)o->H; s.cfg.C = (int)(o->H * o->D);
-    s.B = (int)o->B; s.BR = o->BR; s.BC = o->BC; s.steps = t->steps; s.lr = (float)t->lr;
-    s.score_scale = (float)t->score_scale; s.seed = o->seed; s.eval_every = 20; s.val_batches = 4;
-    size_or_die("B*H*T*T*L floats (naive attention's P, every layer)", (size_t)o->B, (size_t)o->H, (size_t)o->N,
-                (size_t)o->N, 4 * (size_t)t->layers);
-    if (t->mem_limit) mem_set_limit(t->mem_limit);
-
     Corpus c;
-    if (t->data && t->lag_copy) usage_error("options --data and --corpus lag-copy: one corpus at a time");
-    if (t->data) corpus_load(&c, t->data, s.cfg.T);
-    else if (t->lag_copy) corpus_lag_copy(&c, 440000, 16, 12, o->seed);
-    else corpus_generate(&c, 440000, o->seed);
-    s.cfg.V = c.V;
+    if (t->mem_limit) mem_set_limit(t->mem_limit);
+    train_setup(o, t, &s, &c);
     const double floor = corpus_bigram_floor(&c);
 
     Run runs[N_RUNS];
@@ -367,18 +370,18 @@ int train_main(const Opts *o, const TrainOpts *t)
               *b1 = &runs[R_BREAK1];
     const long S = s.steps, K = S < 20 ? S : 20;
     long at;
-    const double gap = max_gap(tl->train_loss, nv->train_loss, S, &at), nv_end = tail_mean(nv->train_loss, S, K);
+    const double gap = train_max_gap(tl->train_loss, nv->train_loss, S, &at), nv_end = train_tail_mean(nv->train_loss, S, K);
     long at1;
-    const double noise = b1->nan_step ? NAN : max_gap(b1->train_loss, nv->train_loss, S, &at1);
+    const double noise = b1->nan_step ? NAN : train_max_gap(b1->train_loss, nv->train_loss, S, &at1);
     printf("answer: the largest |loss(tiled) - loss(naive)| over the %ld steps is %.2e (step %ld); at step 1, before "
            "any update, %.2e (the same sums in another order, step 04's rounding). Training amplifies any difference",
            S, gap, at, fabs(tl->train_loss[1] - nv->train_loss[1]));
     if (!b1->nan_step)
         printf(": Break 1, which here computes the very same softmax with other roundings (no max subtracted, no "
                "overflow), drifts %.2e from naive. Noise, not a different curve", noise);
-    printf("; the tile-relative and Break 2 runs end %.3f and %.3f away\n", fabs(tail_mean(rl->train_loss, S, K) - nv_end),
-           fabs(tail_mean(b2->train_loss, S, K) - nv_end));
-    const double rl_end = tail_mean(rl->train_loss, S, K), rl_gap = max_gap(rl->train_loss, nv->train_loss, S, &at);
+    printf("; the tile-relative and Break 2 runs end %.3f and %.3f away\n", fabs(train_tail_mean(rl->train_loss, S, K) - nv_end),
+           fabs(train_tail_mean(b2->train_loss, S, K) - nv_end));
+    const double rl_end = train_tail_mean(rl->train_loss, S, K), rl_gap = train_max_gap(rl->train_loss, nv->train_loss, S, &at);
     printf("answer: the tile-relative mask: training loss %.3f (mean of the last %ld steps) against %.3f intact, %s; "
            "validation under the right mask %.3f against %.3f intact, and %.3f under its own mask%s; its curve departs "
            "from the intact one by up to %.3f (step %ld)\n",
@@ -390,7 +393,7 @@ int train_main(const Opts *o, const TrainOpts *t)
            rl->val_loss[S] > rl->val_own[S] + 0.02 ? ": the model leans on its wrong mask" : "", rl_gap, at);
     const double d2 = b2->val_loss[S] - nv->val_loss[S];
     printf("answer: Break 2 ends at %.3f train, %.3f validation, against %.3f and %.3f intact: %s\n",
-           tail_mean(b2->train_loss, S, K), b2->val_loss[S], nv_end, nv->val_loss[S],
+           train_tail_mean(b2->train_loss, S, K), b2->val_loss[S], nv_end, nv->val_loss[S],
            d2 > 0.05 ? "clearly worse, as the chapter says"
            : d2 > 0.01 ? "worse, though not by much"
                        : "not worse here. Break 2 gives each K/V tile a row visits at least e^0 = 1 of the sum, so no "
@@ -459,7 +462,7 @@ static void check_break2_one_key(void)
     runs[1].attn = att[R_BREAK2];
     if (runs_build(&s, runs, 2) != 0) { report(0, NULL, "train/break2-one-key", "out of memory"); return; }
     train_runs(&s, &c, runs, 2, 0);
-    const double a = tail_mean(runs[0].train_loss, s.steps, 10), b = tail_mean(runs[1].train_loss, s.steps, 10);
+    const double a = train_tail_mean(runs[0].train_loss, s.steps, 10), b = train_tail_mean(runs[1].train_loss, s.steps, 10);
     report(b > a + 0.1, NULL, "train/break2-one-key",
            "lag-copy text (the next symbol is the one 12 back, 90%% of the time), T = 32 in tiles of 8, %ld steps: "
            "Break 2 ends at %.3f, intact at %.3f (expected Break 2 higher by > 0.1)", s.steps, b, a);
@@ -487,13 +490,13 @@ void train_checks(void)
     train_runs(&s, &c, runs, N_RUNS, 0);
     long at;
     const double *nv = runs[R_NAIVE].train_loss;
-    double g = max_gap(runs[R_TILED].train_loss, nv, s.steps, &at);
+    double g = train_max_gap(runs[R_TILED].train_loss, nv, s.steps, &at);
     report(g <= 1e-4, NULL, "train/tiled-vs-naive", "20 steps: largest |loss(tiled) - loss(naive)| %.2e at step %ld "
            "(expected <= 1e-4: fp32 rounding only), losses %.4f -> %.4f", g, at, nv[1], nv[s.steps]);
-    g = max_gap(runs[R_RELATIVE].train_loss, nv, s.steps, &at);
+    g = train_max_gap(runs[R_RELATIVE].train_loss, nv, s.steps, &at);
     report(g > 1e-2, NULL, "train/relative-departs", "20 steps: the tile-relative mask's curve departs from the intact "
            "one by up to %.3f (step %ld; expected > 0.01)", g, at);
-    g = max_gap(runs[R_BREAK1].train_loss, nv, s.steps, &at);
+    g = train_max_gap(runs[R_BREAK1].train_loss, nv, s.steps, &at);
     report(g <= 1e-4 && runs[R_BREAK1].max_score < 88.72f, NULL, "train/break1-no-overflow",
            "scores reach %.2f < 88.72: Break 1 computes softmax exactly and follows naive (gap %.2e, expected <= 1e-4)",
            runs[R_BREAK1].max_score, g);

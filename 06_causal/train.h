@@ -5,6 +5,8 @@
 #include <stddef.h>
 
 #include "common.h"
+#include "data.h"
+#include "gpt.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,7 +21,19 @@ typedef struct {
     const char *data;     /* --data FILE, or NULL: the generated corpus */
     int lag_copy;         /* --corpus lag-copy: the corpus of symbols copied from 12 back */
     size_t mem_limit;     /* --mem-limit, 0 if not given */
+    int big;              /* --big: the larger GPU model, timed and walled over T (--device gpu) */
+    int steps_given, layers_given;
 } TrainOpts;
+
+/* One training configuration: the model, the batch, the tiles of the tiled attention, the schedule. */
+typedef struct {
+    GPTConfig cfg;
+    int B;
+    long BR, BC, steps;
+    float lr, score_scale;
+    uint64_t seed;
+    int eval_every, val_batches;
+} TrainSetup;
 
 void train_opts_init(TrainOpts *t);
 /* Try argv[*i] as a training option; 1 if consumed. Exits 2 on a bad value. */
@@ -28,6 +42,16 @@ int train_parse(TrainOpts *t, int argc, char **argv, int *i);
 void train_usage(void);
 /* ./step06 --train. Returns the exit code. */
 int train_main(const Opts *o, const TrainOpts *t);
+/* The setup and the corpus of a training run from the options (bad input exits 2); shared by the CPU and
+ * the GPU training. */
+void train_setup(const Opts *o, const TrainOpts *t, TrainSetup *s, Corpus *c);
+float train_lr_at(const TrainSetup *s, long step);                        /* warm-up over 10 steps */
+double train_max_gap(const double *a, const double *b, long steps, long *at); /* max |a - b| over steps 1.. */
+double train_tail_mean(const double *loss, long steps, long k);           /* mean of the last k */
+/* ./step06 --train --device gpu (train_gpu.c): the same model on the GPU. Returns the exit code. */
+int train_gpu_main(const Opts *o, const TrainOpts *t);
+/* The GPU part of ./step06 --check's training checks (SKIP without a GPU). */
+void train_gpu_checks(void);
 /* The backward and training checks of ./step06 --check (PASS/FAIL lines). */
 void train_checks(void);
 /* The backward passes' and the model gradient's part of them (grad_check.c). */

@@ -81,7 +81,9 @@ bad step06 "train: data too short" --train --data "$tmp/short.txt"
 bad step06 "train: > 256 symbols" --train --data "$tmp/many.txt"
 bad step06 "train: steps 0"       --train --steps 0
 bad step06 "steps without train"  --steps 20
-bad step06 "train on the gpu"     --train --device gpu
+bad step06 "train gpu in fp16"    --train --device gpu --dtype fp16
+bad step06 "train gpu dim 20"     --train --device gpu --heads 2 --dim 20
+bad step06 "big without gpu"      --train --big
 bad step06 "train with alibi"     --train --alibi
 if [ -x ./step07 ]; then   # a graded assignment with one output truncated, one of the wrong shape, one missing
     ./step07 --assignment "$tmp/a" >/dev/null 2>&1

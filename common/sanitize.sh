@@ -3,7 +3,7 @@
 # odd shapes (N = 65, 257, D = 64, every dtype each kernel takes, causal and
 # not; the forwards that write L once more with L; the backward kernels at
 # D = 64 and, in fp16/bf16, 128), and over step 01's softmax kernel through
-# its GPU check. Any error
+# its GPU check, and over step 06's GPU training (gpt_gpu.cu's kernels). Any error
 # fails (--error-exitcode=1). Skips (exit 77) without a GPU or the tool.
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 [ -n "$cs" ] || { echo "sanitize: SKIP: compute-sanitizer not found"; exit 77; }
@@ -23,5 +23,17 @@ if "$cs" --tool memcheck --error-exitcode=1 ./step01 --device gpu --seq 257 --di
 else
     echo "FAIL sanitize/memcheck step01:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
 fi
+# step 06's GPU training: every kernel of gpt_gpu.cu with the fp32 attention (D = 16, beside the CPU run), and
+# --big's four attentions (naive and fused, fp32 and bf16, D = 64), each at T = 65 (no tile divides it)
+for tool in memcheck racecheck initcheck synccheck; do
+    if "$cs" --tool "$tool" --error-exitcode=1 ./step06 --train --device gpu --steps 2 --seq 65 --batch 2 --layers 1 \
+            >/tmp/sanitize.$$.log 2>&1 &&
+       "$cs" --tool "$tool" --error-exitcode=1 ./step06 --train --device gpu --big --steps 1 --seq 65 --batch 1 --heads 2 \
+            --layers 1 >>/tmp/sanitize.$$.log 2>&1; then
+        echo "PASS sanitize/$tool step06 --train --device gpu (T = 65; fp32 and, with --big, bf16 attention): $(grep -c 'ERROR SUMMARY: 0 errors' /tmp/sanitize.$$.log) runs with 0 errors"
+    else
+        echo "FAIL sanitize/$tool step06 --train --device gpu:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
+    fi
+done
 rm -f /tmp/sanitize.$$.log
 exit $fail
