@@ -438,8 +438,8 @@ int train_gpu_main(const Opts *o, const TrainOpts *t)
            "(gpu-naive, gpu-fused, cpu-naive)\n", gn, at_n, gc, at_c, S, cv[G_NAIVE].val[S], cv[G_FUSED].val[S],
            cv[C_NAIVE].val[S]);
     printf("answer: time per step (median of steps 2..%ld, forward + backward + AdamW): naive %.2f ms, fused %.2f ms "
-           "(%.0f and %.0f tokens/s); at T = %d the attention is a small part of the step: --big shows long contexts\n",
-           S, ms_n, ms_f, s.B * s.cfg.T / ms_n * 1e3, s.B * s.cfg.T / ms_f * 1e3, s.cfg.T);
+           "(%.0f and %.0f tokens/s); --big times a larger model at long contexts\n",
+           S, ms_n, ms_f, s.B * s.cfg.T / ms_n * 1e3, s.B * s.cfg.T / ms_f * 1e3);
     printf("answer: memory: naive keeps P, %s per layer, %s on the device for the whole run; fused keeps L, %s per "
            "layer, %s in all\n", fmt_bytes((double)sv_n, b[1], 32), fmt_bytes((double)g[G_NAIVE].bytes, b[2], 32),
            fmt_bytes((double)sv_f, b[3], 32), fmt_bytes((double)g[G_FUSED].bytes, b[4], 32));

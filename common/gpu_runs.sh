@@ -1,11 +1,11 @@
 #!/bin/sh
 # The GPU runs behind the READMEs, in one go on a GPU machine:
 #   sh common/gpu_runs.sh OUTDIR [what...]
-# what: checks sanitize step01 step02 step05 bench backward step06 step07 plots (default: all but plots).
+# what: checks sanitize step01 step02 step05 bench backward step06 train step07 plots (default: all but plots).
 # Each run's output goes to OUTDIR/<name>.log; a one-line summary per run to stdout.
 out=${1:?usage: sh common/gpu_runs.sh OUTDIR [what...]}; shift
 mkdir -p "$out"
-[ $# -gt 0 ] || set -- checks sanitize step01 step02 step05 bench backward step06 step07
+[ $# -gt 0 ] || set -- checks sanitize step01 step02 step05 bench backward step06 train step07
 run() { # name, command...
     n=$1; shift
     t0=$(date +%s)
@@ -32,6 +32,9 @@ for w in "$@"; do
             run bench_backward_fp16_causal ./step05 --bench --backward --dtype fp16 --causal --repeat 5 --csv "$out/bench_backward_fp16_causal.csv" ;;
     step06) run step06 ./step06 --csv "$out/step06.csv"; run step06_fp16 ./step06 --device gpu --dtype fp16
             run step06_fp16_16k ./step06 --device gpu --dtype fp16 --seq 16384 --batch 1 ;;
+    train) run train_gpu ./step06 --train --device gpu --csv "$out/train_gpu.csv"
+            run train_gpu_big ./step06 --train --device gpu --big --csv "$out/train_gpu_big.csv"
+            run train_gpu_big_16G ./step06 --train --device gpu --big --steps 3 --mem-limit 16G --csv "$out/train_gpu_big_16G.csv" ;;
     plots) run plots make plots; cp results/*.png results/*.csv "$out/" 2>/dev/null ;;
     step07) run step07 ./step07 --csv "$out/step07.csv" ;;
     esac

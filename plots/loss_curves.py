@@ -1,7 +1,7 @@
 """loss_curves.py: step 06's training, the loss per step of each attention. Left: the training
 loss, a running mean over 10 steps (naive and tiled drawn on top of each other; the breaks apart). Right: the validation loss,
 every model with its own attention and the right mask (the tile-relative run also with its own mask,
-dotted). Reads ./step06 --train --csv FILE.
+dotted). Reads ./step06 --train [--device gpu] --csv FILE.
     python3 plots/loss_curves.py TRAIN.csv OUT.png [TITLE]"""
 import sys
 
@@ -26,6 +26,10 @@ STYLE = {  # naive wide and light under tiled, so that both show where they coin
     "relative": dict(color="tab:red", lw=1.2, label="tile-relative mask (Step 6 bug)"),
     "break2": dict(color="tab:orange", lw=1.2, label="Break 2 (no rescaling)"),
     "break1": dict(color="tab:green", lw=1.2, ls="--", label="Break 1 (no running max)"),
+    # ./step06 --train --device gpu: the same model on the GPU, beside its CPU run
+    "cpu-naive": dict(color="gray", lw=6, alpha=0.35, label="CPU, naive (gpt.c)"),
+    "gpu-naive": dict(color="tab:blue", lw=2.5, alpha=0.7, label="GPU, naive (cuBLAS, P kept)"),
+    "gpu-fused": dict(color="tab:orange", lw=1.2, ls="--", label="GPU, fused (kernel 2 + backward kernel 1)"),
 }
 runs = [r for r in STYLE if (r, "train") in curves] + sorted({r for r, s in curves if r not in STYLE and s == "train"})
 fig, (ax_t, ax_v) = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)

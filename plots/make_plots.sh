@@ -24,12 +24,17 @@ if ./step05 --help >/dev/null 2>&1 && ./step05 --kernel 1 --seq 64 --repeat 1 >/
     ./step05 --bench --dtype fp16 --csv results/bench_fp16.csv >/dev/null
     ./step05 --bench --backward --dtype fp16 --csv results/bench_backward_fp16.csv >/dev/null
     ./step06 --device gpu --dtype fp16 --csv results/step06_gpu.csv >/dev/null
+    ./step06 --train --device gpu --steps $steps --csv results/train_gpu.csv >/dev/null
+    if [ "$quick" = quick ]; then big="--seq 1024 --steps 2"; else big=""; fi
+    ./step06 --train --device gpu --big $big --csv results/train_gpu_big.csv >/dev/null
     $py plots/memory.py results/step02_gpu.csv results/memory_gpu.png
     $py plots/throughput.py results/bench_fp16.csv results/throughput_fp16.png
     $py plots/backward_throughput.py results/bench_backward_fp16.csv results/backward_fp16.png
     $py plots/causal.py results/step06_gpu.csv results/causal_gpu.png
+    $py plots/loss_curves.py results/train_gpu.csv results/loss_curves_gpu.png "./step06 --train --device gpu"
+    $py plots/train_gpu.py results/train_gpu_big.csv results/train_gpu_big.png
 else
-    echo "plots: GPU pictures skipped (no CUDA device): memory_gpu.png, throughput_fp16.png, backward_fp16.png, causal_gpu.png"
+    echo "plots: GPU pictures skipped (no CUDA device): memory_gpu.png, throughput_fp16.png, backward_fp16.png, causal_gpu.png, loss_curves_gpu.png, train_gpu_big.png"
 fi
 for f in results/*.png; do [ -s "$f" ] || { echo "plots: $f was not written"; exit 1; }; done
 echo "plots: $(ls results/*.png | wc -l) pictures in results/"
