@@ -17,14 +17,16 @@
  *                              layer) or GPU_ATTN_FUSED (05_cuda_fused: kernel 2 writes L, backward
  *                              kernel 1 recomputes P from it)
  *
- * Precision: everything fp32, as gpt.c (parameters, AdamW's moments, activations, the attention). The
- * fused attention is the fp32 pair kernel 2 / backward kernel 1; the tensor-core kernels take fp16/bf16
- * inputs and would make this a mixed-precision model, which it is not.
+ * Precision: everything fp32, as gpt.c (parameters, AdamW's moments, activations), and the attention
+ * too with GPU_ATTN_NAIVE and GPU_ATTN_FUSED (kernel 2 / backward kernel 1). GPU_ATTN_NAIVE_BF16 and
+ * GPU_ATTN_FUSED_BF16 (below) make the attention alone bf16 (mixed precision, what --big compares):
+ * the tensor-core kernels of step 05 take fp16/bf16 inputs only.
  *
  * Determinism. Sums that the CPU does in one order are done here in another (a warp's shuffles, cuBLAS's
  * blocking), so the GPU's numbers are not the CPU's bit for bit; the checks compare with a tolerance. The
- * sums over many rows into one parameter gradient (a bias, a LayerNorm weight, a row of wte) are done
- * without atomics: each chunk of rows is summed into its own slot, then the slots in order. The one
+ * sums over many rows into one parameter gradient are done without atomics: a bias or a LayerNorm weight
+ * chunk by chunk of rows into slots, then the slots in order; a row of wte or wpe by one thread per
+ * element over the positions, in order. The one
  * exception is the fused attention's dQ, added by fp32 atomics from every K/V block (backward kernel 1's
  * header): a fused run is not bit-identical run to run; a naive one is.
  */
@@ -503,8 +505,14 @@ static void layernorm_backward_all(float *dinp, float *dw, float *db, const floa
 
 // --- sizes, build, free -----------------------------------------------------------------------
 
-/* Floats of the column-sum scratch: chunks x the widest sum (4C for fcb, 3C for qkvb, 2C for LayerNorm). */
-static size_t colsum_floats(const GPTConfig *c, int B) { return (size_t)chunks_of(B * c->T) * 4 * c->C; }
+/* Floats of the column-sum scratch: chunks x the widest sum (4C for fcb, 3C for qkvb, 2C for LayerNorm).
+ * chunks_of(rows) is at most 256 but does not grow with rows (rows / (rows / 256 + 1) can shrink), and a
+ * forward may run fewer rows than the model was built for: the most it can be, then. */
+static size_t colsum_floats(const GPTConfig *c, int B)
+{
+    const int rows = B * c->T;
+    return (size_t)(rows >= 256 * 32 ? 256 : chunks_of(rows)) * 4 * c->C;
+}
 
 extern "C" size_t gpt_gpu_bytes(const GPTConfig *c, int B, const GpuAttention *a, size_t *saved_per_layer)
 {

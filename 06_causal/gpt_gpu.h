@@ -1,6 +1,6 @@
 /* gpt_gpu.h: step 06's GPT on the GPU (gpt_gpu.cu): the same model as gpt.c, the same tensor tables, on
  * the device; the linear layers through cuBLAS, every other layer a small kernel of gpt_gpu.cu, the
- * attention one of two: naive (cuBLAS, P kept) or fused (step 05's kernel 2 writing L, backward kernel 1). */
+ * attention naive (cuBLAS, P kept) or fused (step 05's kernels, L kept), in fp32 or in bf16. */
 #ifndef GPT_GPU_H
 #define GPT_GPU_H
 
@@ -54,7 +54,7 @@ typedef struct {
     Acts acts, grad_acts;
     float *acts_mem, *grad_acts_mem;
     void *attn_scratch;
-    float *colsum;       /* partial column sums [chunks, 4C or V] */
+    float *colsum;       /* partial column sums [chunks, 4C] */
     int *tokens, *targets; /* [B, T] */
     float *losses_host;  /* host [B, T]: the loss is summed on the host in double, as gpt.c sums it */
     size_t bytes;        /* device bytes this model holds (tracked) */

@@ -299,6 +299,7 @@ void train_usage(void)
            "  --corpus text|lag-copy  the generated corpus: text-like (default), or 16 symbols each copied from 12 back\n"
            "                       (90%% of the time): what a model needs there is one far key, which Break 2 cannot give\n"
            "  --mem-limit SIZE     the memory wall of training under SIZE (default 8G); also the limit of this run\n"
+           "                       (with --device gpu: the limit of the device memory)\n"
            "  --device gpu         the same model on the GPU: naive (cuBLAS, P kept) and fused (kernel 2 + backward\n"
            "                       kernel 1) attention, beside the CPU run (needs a CUDA device; exit 77 without one)\n"
            "  --big                with --device gpu: 6 layers, C = 384 (6 heads of 64), batch 4, timed at T = 1024..16384\n"
@@ -320,14 +321,19 @@ void train_setup(const Opts *o, const TrainOpts *t, TrainSetup *s, Corpus *c)
     else if (t->lag_copy) corpus_lag_copy(c, 440000, 16, 12, o->seed);
     else corpus_generate(c, 440000, o->seed);
     s->cfg.V = c->V;
+    if ((size_t)s->cfg.T + 1 > c->n_val) // a window is T + 1 symbols, in each split (corpus_load checks its file so)
+        usage_error("option --seq: a context of %d needs %d symbols in each split; the corpus holds %zu held out",
+                    s->cfg.T, s->cfg.T + 1, c->n_val);
 }
 
 int train_main(const Opts *o, const TrainOpts *t)
 {
     Setup s;
     Corpus c;
-    if (t->mem_limit) mem_set_limit(t->mem_limit);
     train_setup(o, t, &s, &c);
+    /* the CSV opened now: a path that cannot be written is bad input before the training, not after it */
+    FILE *csv = o->csv ? csv_open(o->csv, "run,step,split,loss") : NULL;
+    if (t->mem_limit) mem_set_limit(t->mem_limit);
     const double floor = corpus_bigram_floor(&c);
 
     Run runs[N_RUNS];
@@ -411,8 +417,8 @@ int train_main(const Opts *o, const TrainOpts *t)
            fmt_bytes((double)attn_tiled_saved((long)s.B * s.cfg.H, s.cfg.T) * 4, b[1], 32));
     memory_wall(&s, &att[R_NAIVE], &att[R_TILED], t->mem_limit ? t->mem_limit : (size_t)8e9, t->mem_limit != 0);
 
-    if (o->csv) {
-        FILE *f = csv_open(o->csv, "run,step,split,loss");
+    if (csv) {
+        FILE *f = csv;
         fprintf(f, "bigram-floor,0,floor,%.6f\n", floor);  // the best a model without attention can do
         for (int i = 0; i < N_RUNS; i++)
             for (long st = 1; st <= S; st++) {

@@ -84,6 +84,9 @@ bad step06 "steps without train"  --steps 20
 bad step06 "train gpu in fp16"    --train --device gpu --dtype fp16
 bad step06 "train gpu dim 20"     --train --device gpu --heads 2 --dim 20
 bad step06 "big without gpu"      --train --big
+bad step06 "train: seq past corpus" --train --seq 50000 --batch 1 --heads 1
+bad step06 "train gpu: csv unwritable" --train --device gpu --csv /proc/step06-nope.csv
+bad step06 "train: csv unwritable" --train --csv /proc/step06-nope.csv
 bad step06 "train with alibi"     --train --alibi
 if [ -x ./step07 ]; then   # a graded assignment with one output truncated, one of the wrong shape, one missing
     ./step07 --assignment "$tmp/a" >/dev/null 2>&1
