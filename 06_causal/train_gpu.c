@@ -336,7 +336,8 @@ static int train_gpu_big(const Opts *o, const TrainOpts *t, TrainSetup s, Corpus
             else printf("\n");
             fflush(stdout);
             if (csv)
-                fprintf(csv, "%d,%s,%d,%zu,%zu,%.4f,%.1f,%.4f,%.6f,%.6f\n", T, att[k]->name, r[k].fits, r[k].bytes,
+                fprintf(csv, "%d,%s,%d,%zu,%zu,%.4f,%.1f,%.4f,%.6f,%.6f\n", T, att[k]->name,
+                        r[k].fits ? 1 : r[k].refused ? -1 : 0, r[k].bytes,   // fits: 1, 0 out of memory, -1 refused
                         r[k].fits ? r[k].peak : 0, r[k].ms, r[k].fits ? s.B * T / r[k].ms * 1e3 : 0, r[k].attn_ms,
                         r[k].first, r[k].last);
             if (r[k].fits) { fits_max[k] = T; any = 1; }

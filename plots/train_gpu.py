@@ -1,7 +1,8 @@
 """train_gpu.py: step 06's training on the GPU against the context length T (./step06 --train --device gpu
 --big --csv FILE): left, tokens per second of each attention (naive and fused, fp32 and with the attention
 in bf16); right, the device memory of the whole training run, with the T where a run did not fit marked
-at the bytes it asked for, and the memory it had (the device, or --mem-limit) as a line.
+at the bytes it asked for, and the memory it had (the device, or --mem-limit) as a line. (The CSV's fits:
+1 trained, 0 out of memory, -1 the attention refused to run: left out.)
     python3 plots/train_gpu.py BIG.csv OUT.png [TITLE] [LIMIT_BYTES]"""
 import sys
 
