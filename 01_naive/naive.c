@@ -10,14 +10,14 @@
 
 // --- the algorithm ----------------------------------------------------------
 
-/* S = Q K^T / sqrt(D): one [N, N] block per head. */
-static void scores(const float *q, const float *k, float *s, long N, long D, int causal)
+/* S = Q K^T / sqrt(D): one [N, N] block per head; with a slope (ALiBi, question 5), - slope |i - j| added. */
+static void scores(const float *q, const float *k, float *s, long N, long D, int causal, float slope)
 {
     const float scale = 1.0f / sqrtf((float)D);
     for (long i = 0; i < N; i++)
         for (long j = 0; j < N; j++) {
             const float acc = dot_f32(q + i * D, k + j * D, D);    // s_ij = q_i . k_j
-            s[i * N + j] = (causal && j > i) ? -INFINITY : acc * scale;
+            s[i * N + j] = (causal && j > i) ? -INFINITY : acc * scale - slope * (float)(i > j ? i - j : j - i);
         }
 }
 
@@ -56,6 +56,12 @@ int naive_attention_cpu(const float *q,  // [B, H, N, D]
                         float *o,        // [B, H, N, D]
                         long bh, long N, long D, int causal)
 {
+    return naive_attention_bias_cpu(q, k, v, o, bh, N, D, causal, NULL);
+}
+
+int naive_attention_bias_cpu(const float *q, const float *k, const float *v, float *o, long bh, long N, long D,
+                             int causal, const float *slope)
+{
     size_t nn;
     if (!size_mul((size_t)bh, (size_t)N * (size_t)N, &nn) || !size_mul(nn, sizeof(float), &nn))
         return -1;
@@ -63,7 +69,7 @@ int naive_attention_cpu(const float *q,  // [B, H, N, D]
     if (!S || !P) { tfree(S); return -1; }
     for (long h = 0; h < bh; h++) {
         size_t hd = (size_t)h * N * D, hn = (size_t)h * N * N;
-        scores(q + hd, k + hd, S + hn, N, D, causal);
+        scores(q + hd, k + hd, S + hn, N, D, causal, slope ? slope[h] : 0.0f);
         softmax_rows(S + hn, P + hn, N);
         pv(P + hn, v + hd, o + hd, N, D);
     }

@@ -13,6 +13,10 @@ extern "C" {
  * the host memory limit. Q, K, V, O are [bh, N, D]. */
 int naive_attention_cpu(const float *q, const float *k, const float *v, float *o,
                         long bh, long N, long D, int causal);
+/* The same with ALiBi (question 5): - slope[h] |i - j| added to head h's scores (slope: bh floats; NULL
+ * is naive_attention_cpu). The textbook yardstick of the tiled forwards with the bias. */
+int naive_attention_bias_cpu(const float *q, const float *k, const float *v, float *o, long bh, long N, long D,
+                             int causal, const float *slope);
 
 /* GPU path (naive_gpu.cu). The baseline the fused kernels are measured
  * against: S = Q K^T / sqrt(D) with a cuBLAS strided-batched GEMM, a row-wise

@@ -65,9 +65,10 @@ int flash_backward_cpu(const float *q, const float *k, const float *v, // [bh, N
         for (long j0 = 0; j0 < N; j0 += BC) {                     // K/V tile j0 .. j0+bc-1: outside
             const long bc = j0 + BC <= N ? BC : N - j0;
             for (long x = 0; x < bc * D; x++) dk_j[x] = dv_j[x] = 0.0f;
-            for (long i0 = q_begin(mode, j0, BR); i0 < N; i0 += BR) { // row tiles: inside
+            /* row tiles: inside, from the first that sees key j0 (q_begin: the forward visits this K/V tile from
+             * that row tile on, so every tile the loop meets is one the forward visited) */
+            for (long i0 = q_begin(mode, j0, BR); i0 < N; i0 += BR) {
                 const long br = i0 + BR <= N ? BR : N - i0;
-                if (kv_end(mode, i0, br, N) <= j0) continue;      // a tile the forward never visited
                 for (long r = 0; r < br; r++) {
                     const float *qr = qh + (i0 + r) * D, *dOr = dOh + (i0 + r) * D;
                     float *pr = p + r * BC, *dsr = ds + r * BC;

@@ -487,3 +487,92 @@ void gpt_adamw(GPT *m, float lr, float weight_decay)
         m->params_mem[i] -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * m->params_mem[i]);
     }
 }
+
+// --- each layer's backward against finite differences of its own forward (./step06 --check) ----------
+
+/* The model's gradient is checked whole against finite differences (grad_check.c), but at GPT-2's
+ * initialisation every pre-activation is near 0, where GELU is x/2 + x^2/sqrt(2 pi): a slip in its cubic
+ * term, or anything else that only shows away from 0, moves the model's gradient less than that check's
+ * tolerance (seen: GELU's backward with 2.9 for its 3 passed it). So each layer is also checked alone, on
+ * inputs of unit scale (std 1.5): its backward against the five-point difference quotient of
+ * f = sum_k g_k y_k (cross-entropy: the mean loss), every element of every input. */
+enum { LC_LAYERNORM, LC_MATMUL, LC_GELU, LC_CROSSENTROPY, LC_N };
+enum { FB = 5, FC = 8, FO = 6, FV = 7 }; /* rows, channels, output channels, vocabulary */
+typedef struct {
+    float x[FB * FC], w[FO * FC], b[FO > FC ? FO : FC], g[FB * FO > FB * FC ? FB * FO : FB * FC];
+    float y[FB * FC], mean[FB], rstd[FB], probs[FB * FV], losses[FB];
+    float dx[FB * FC], dw[FO * FC], db[FC];
+    int tgt[FB];
+} LayerCase;
+
+static const char *const LC_NAME[LC_N] = {"layernorm", "matmul", "gelu", "crossentropy"};
+
+static double layer_f(int kind, LayerCase *L)
+{
+    double f = 0;
+    size_t ny = 0;
+    switch (kind) {
+    case LC_LAYERNORM: layernorm_forward(L->y, L->mean, L->rstd, L->x, L->w, L->b, FB, FC); ny = FB * FC; break;
+    case LC_MATMUL: matmul_forward(L->y, L->x, L->w, L->b, FB, FC, FO); ny = FB * FO; break;
+    case LC_GELU: gelu_forward(L->y, L->x, FB * FC); ny = FB * FC; break;
+    default:
+        crossentropy_forward(L->probs, L->losses, L->x, L->tgt, FB, FV);
+        for (int i = 0; i < FB; i++) f += L->losses[i];
+        return f / FB;
+    }
+    for (size_t i = 0; i < ny; i++) f += (double)L->g[i] * L->y[i];
+    return f;
+}
+
+static void layer_backward(int kind, LayerCase *L)
+{
+    memset(L->dx, 0, sizeof L->dx); memset(L->dw, 0, sizeof L->dw); memset(L->db, 0, sizeof L->db);
+    layer_f(kind, L); /* the forward's saved values (mean, rstd, probs) */
+    switch (kind) {
+    case LC_LAYERNORM: layernorm_backward(L->dx, L->dw, L->db, L->g, L->x, L->w, L->mean, L->rstd, FB, FC); break;
+    case LC_MATMUL: matmul_backward(L->dx, L->dw, L->db, L->g, L->x, L->w, FB, FC, FO); break;
+    case LC_GELU: gelu_backward(L->dx, L->x, L->g, FB * FC); break;
+    default: crossentropy_backward(L->dx, L->probs, L->tgt, FB, FV); break;
+    }
+}
+
+void gpt_layer_checks(void)
+{
+    Rng r;
+    rng_seed(&r, 77);
+    for (int kind = 0; kind < LC_N; kind++) {
+        LayerCase L;
+        memset(&L, 0, sizeof L);
+        const size_t nx = kind == LC_CROSSENTROPY ? FB * FV : FB * FC;
+        for (size_t i = 0; i < nx; i++) L.x[i] = (float)(1.5 * rng_normal(&r));
+        for (size_t i = 0; i < FO * FC; i++) L.w[i] = (float)(kind == LC_MATMUL ? rng_normal(&r) / sqrt(FC) : 1 + 0.5 * rng_normal(&r));
+        for (size_t i = 0; i < FC; i++) L.b[i] = (float)(0.5 * rng_normal(&r));
+        for (size_t i = 0; i < sizeof L.g / sizeof L.g[0]; i++) L.g[i] = (float)rng_normal(&r);
+        for (int i = 0; i < FB; i++) L.tgt[i] = (int)(rng_next(&r) % FV);
+        layer_backward(kind, &L);
+        /* the inputs this layer has a gradient for: x always, w and b for LayerNorm and the linear layer */
+        float *in[3] = {L.x, L.w, L.b}, *grad[3] = {L.dx, L.dw, L.db};
+        const size_t n[3] = {nx, kind == LC_MATMUL ? FO * FC : FC, kind == LC_MATMUL ? FO : FC};
+        const int tensors = kind == LC_LAYERNORM || kind == LC_MATMUL ? 3 : 1;
+        double worst = 0;
+        size_t bad = 0, total = 0;
+        for (int t = 0; t < tensors; t++)
+            for (size_t i = 0; i < n[t]; i++, total++) {
+                const float p0 = in[t][i], h = 1e-2f;
+                static const float at[4] = {-2, -1, 1, 2};
+                double f[4];
+                for (int s = 0; s < 4; s++) { in[t][i] = p0 + at[s] * h; f[s] = layer_f(kind, &L); }
+                in[t][i] = p0;
+                const double fd = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12.0 * h);
+                /* fp32 forward, sums in double: the quotient's rounding is about 1e-5 at this h (LayerNorm up
+                 * to 5e-5: one input moves its whole row) */
+                const double err = fabs(fd - grad[t][i]), tol = 1e-4 + 2e-4 * fabs(fd);
+                if (!(err <= tol)) bad++;
+                if (!(err / tol <= worst)) worst = err / tol;
+            }
+        char name[64];
+        snprintf(name, sizeof name, "layer-fd/%s", LC_NAME[kind]);
+        report(bad == 0, NULL, name, "its backward against five-point finite differences of its forward, inputs of std "
+               "1.5: %zu of %zu elements outside 1e-4 + 2e-4 |fd|, worst at %.2f of it", bad, total, worst);
+    }
+}

@@ -150,6 +150,9 @@ double gpt_forward(GPT *m, const int *tokens, const int *targets, int B, int T, 
 int gpt_backward(GPT *m, const int *tokens, const int *targets, int B, int T);
 /* One AdamW step on m->grads (betas 0.9, 0.95, eps 1e-8). */
 void gpt_adamw(GPT *m, float lr, float weight_decay);
+/* ./step06 --check: each layer's backward (LayerNorm, linear, GELU, cross-entropy) against finite differences
+ * of its own forward on unit-scale inputs (PASS/FAIL lines). */
+void gpt_layer_checks(void);
 
 #ifdef __cplusplus
 }

@@ -290,6 +290,7 @@ void backward_checks(void)
                         ATTENTION_TILED("tiled", MASK_ABSOLUTE, 4, 4),
                         ATTENTION_TILED("relative", MASK_RELATIVE_ALL, 4, 4),
                         ATTENTION_NAIVE("break2", MASK_ABSOLUTE, BREAK_NO_RESCALE, 4, 4)};
+    gpt_layer_checks();
     for (int i = 0; i < 4; i++) check_model(&c, &att[i], 400 + i);
     corpus_free(&c);
 }

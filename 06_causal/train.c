@@ -41,7 +41,6 @@ typedef struct {
     double *val_loss;        /* [steps + 1], under the right (absolute) mask, NAN where not evaluated */
     double *val_own;         /* [steps + 1], under its own attention */
     long nan_step;           /* first step whose loss is not finite, 0 if none */
-    long nan_max_step;       /* the step whose scores first passed 88.72 (Break 1), 0 if none */
     float max_score;         /* largest attention score over the training (broken runs) */
     int oom;
 } Run;
@@ -60,11 +59,13 @@ static void make_attentions(Attention *a, long BR, long BC)
     memcpy(a, list, sizeof list);
 }
 
+int train_eval_due(const TrainSetup *s, long step) { return step % s->eval_every == 0 || step == s->steps; }
+
 /* Learning rate: a linear warm-up over the first 10 steps, then constant. */
 float train_lr_at(const TrainSetup *s, long step) { return step < 10 ? s->lr * step / 10.0f : s->lr; }
 
 /* Mean loss over the validation batches, with attention a (the model's own if NULL). */
-static double val_loss(const Setup *s, const Corpus *c, GPT *m, const Attention *a, int *x, int *y)
+double train_val_loss(const TrainSetup *s, const Corpus *c, GPT *m, const Attention *a, int *x, int *y)
 {
     double sum = 0;
     for (int k = 0; k < s->val_batches; k++) {
@@ -94,17 +95,16 @@ static void *step_one(void *p)
     const double loss = gpt_forward(&r->model, j->x, j->y, s->B, s->cfg.T, NULL);
     if (loss < 0) { r->oom = 1; return NULL; }
     if (r->model.max_score > r->max_score) r->max_score = r->model.max_score;
-    if (!r->nan_max_step && r->model.max_score > 88.72f) r->nan_max_step = j->step;
     r->train_loss[j->step] = loss;
     if (!isfinite(loss)) { r->nan_step = j->step; return NULL; } // NaN: the run stops here
     if (gpt_backward(&r->model, j->x, j->y, s->B, s->cfg.T) != 0) { r->oom = 1; return NULL; }
     gpt_adamw(&r->model, train_lr_at(s, j->step), 0.0f);
-    if (j->step % s->eval_every == 0 || j->step == s->steps) {
+    if (train_eval_due(s, j->step)) {
         /* Every model is validated with its own attention, the mask made right: the relative run with the
          * absolute mask (and with its own as well, to show what its training loss saw). */
         const int rel = r->attn.kind.mask == MASK_RELATIVE_ALL;
-        r->val_loss[j->step] = val_loss(s, j->c, &r->model, rel ? j->right : NULL, j->vx, j->vy);
-        if (rel) r->val_own[j->step] = val_loss(s, j->c, &r->model, NULL, j->vx, j->vy);
+        r->val_loss[j->step] = train_val_loss(s, j->c, &r->model, rel ? j->right : NULL, j->vx, j->vy);
+        if (rel) r->val_own[j->step] = train_val_loss(s, j->c, &r->model, NULL, j->vx, j->vy);
     }
     return NULL;
 }
@@ -138,7 +138,7 @@ static void train_runs(const Setup *s, const Corpus *c, Run *runs, int n, int ve
             else if (i + 1 < n) step_one(&jobs[i + 1]);
         }
         if (!verbose) continue;
-        const int eval = step % s->eval_every == 0 || step == s->steps;
+        const int eval = train_eval_due(s, step);
         if (step == 1 || step % 10 == 0 || step == s->steps) {
             printf("%5ld |", step);
             for (int i = 0; i < n; i++) printf(" %8.4f", runs[i].train_loss[step]);
@@ -166,7 +166,7 @@ static int runs_build(const Setup *s, Run *runs, int n)
         r->val_loss = r->train_loss + sl;
         r->val_own = r->val_loss + sl;
         for (size_t k = 0; k < 3 * sl; k++) r->train_loss[k] = NAN;
-        r->nan_step = r->nan_max_step = 0;
+        r->nan_step = 0;
         r->max_score = -INFINITY;
         r->oom = 0;
         if (gpt_build(&r->model, &s->cfg, s->B, &r->attn, s->score_scale, s->seed) != 0) {
@@ -379,12 +379,16 @@ int train_main(const Opts *o, const TrainOpts *t)
     const double gap = train_max_gap(tl->train_loss, nv->train_loss, S, &at), nv_end = train_tail_mean(nv->train_loss, S, K);
     long at1;
     const double noise = b1->nan_step ? NAN : train_max_gap(b1->train_loss, nv->train_loss, S, &at1);
+    /* 1e-4: fp32 rounding, amplified by training, stays far below it (the check train/tiled-vs-naive) */
     printf("answer: the largest |loss(tiled) - loss(naive)| over the %ld steps is %.2e (step %ld); at step 1, before "
-           "any update, %.2e (the same sums in another order, step 04's rounding). Training amplifies any difference",
-           S, gap, at, fabs(tl->train_loss[1] - nv->train_loss[1]));
-    if (!b1->nan_step)
+           "any update, %.2e%s", S, gap, at, fabs(tl->train_loss[1] - nv->train_loss[1]),
+           gap <= 1e-4 ? " (the same sums in another order, step 04's rounding). Training amplifies any difference"
+                       : ": MORE than fp32 rounding (1e-4): the two do not compute the same attention");
+    if (!b1->nan_step && gap <= 1e-4 && noise <= 1e-4)
         printf(": Break 1, which here computes the very same softmax with other roundings (no max subtracted, no "
                "overflow), drifts %.2e from naive. Noise, not a different curve", noise);
+    else if (!b1->nan_step)
+        printf("; Break 1 drifts %.2e from naive", noise);
     printf("; the tile-relative and Break 2 runs end %.3f and %.3f away\n", fabs(train_tail_mean(rl->train_loss, S, K) - nv_end),
            fabs(train_tail_mean(b2->train_loss, S, K) - nv_end));
     const double rl_end = train_tail_mean(rl->train_loss, S, K), rl_gap = train_max_gap(rl->train_loss, nv->train_loss, S, &at);
@@ -392,9 +396,14 @@ int train_main(const Opts *o, const TrainOpts *t)
            "validation under the right mask %.3f against %.3f intact, and %.3f under its own mask%s; its curve departs "
            "from the intact one by up to %.3f (step %ld)\n",
            rl_end, K, nv_end,
-           rl_end < nv_end - 0.01 ? "too good to be true: it sees future tokens"
-                                  : "not too good: in every later tile it sees future keys, but in every earlier one "
-                                    "only the first r + 1, so it loses more of the past than it gains of the future",
+           /* judged on held-out text under its own mask against the intact model (0.02: more than the spread
+            * of the validation between runs that differ by rounding only) */
+           rl->val_own[S] < nv->val_loss[S] - 0.02 ? "too good to be true: under its own mask it beats the intact "
+                                                     "model on held-out text, it sees future tokens"
+           : rl->val_own[S] > nv->val_loss[S] + 0.02 ? "not too good: in every later tile it sees future keys, but in "
+                                                       "every earlier one only the first r + 1, so it loses more of the "
+                                                       "past than it gains of the future"
+                                                     : "no clear difference yet on held-out text (within 0.02)",
            rl->val_loss[S], nv->val_loss[S], rl->val_own[S],
            rl->val_loss[S] > rl->val_own[S] + 0.02 ? ": the model leans on its wrong mask" : "", rl_gap, at);
     const double d2 = b2->val_loss[S] - nv->val_loss[S];
@@ -410,8 +419,9 @@ int train_main(const Opts *o, const TrainOpts *t)
                "%ld, and the run stops there\n", b1->max_score, b1->nan_step);
     else
         printf("answer: Break 1: the largest score this model reached is %.2f, below the 88.72 where e^s overflows "
-               "fp32: Break 1 never overflowed and trained like naive. It takes scores past 88.72 (--score-scale "
-               "multiplies every score; 06_causal/README.md has the runs that overflow)\n", b1->max_score);
+               "fp32: Break 1 never overflowed%s. It takes scores past 88.72 (--score-scale multiplies every score; "
+               "06_causal/README.md has the runs that overflow)\n", b1->max_score,
+               noise <= 1e-4 ? " and trained like naive" : ", but its curve is more than 1e-4 from naive's");
     printf("answer: naive attention keeps P, %s per layer; the tiled one keeps L, %s per layer\n",
            fmt_bytes((double)attn_naive_saved((long)s.B * s.cfg.H, s.cfg.T) * 4, b[0], 32),
            fmt_bytes((double)attn_tiled_saved((long)s.B * s.cfg.H, s.cfg.T) * 4, b[1], 32));

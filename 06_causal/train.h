@@ -46,6 +46,9 @@ int train_main(const Opts *o, const TrainOpts *t);
  * the GPU training. */
 void train_setup(const Opts *o, const TrainOpts *t, TrainSetup *s, Corpus *c);
 float train_lr_at(const TrainSetup *s, long step);                        /* warm-up over 10 steps */
+int train_eval_due(const TrainSetup *s, long step);                       /* a validation step? */
+/* Mean loss over the validation batches with attention a (NULL: the model's own); x, y: a batch's room. */
+double train_val_loss(const TrainSetup *s, const Corpus *c, GPT *m, const Attention *a, int *x, int *y);
 double train_max_gap(const double *a, const double *b, long steps, long *at); /* max |a - b| over steps 1.. */
 double train_tail_mean(const double *loss, long steps, long k);           /* mean of the last k */
 /* ./step06 --train --device gpu (train_gpu.c): the same model on the GPU. Returns the exit code. */

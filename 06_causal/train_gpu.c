@@ -67,23 +67,13 @@ void train_gpu_checks(void) { report_skip("train-gpu", "built without CUDA"); }
 
 #include <pthread.h>
 
-/* Mean loss over the validation batches, as train.c's val_loss, for the GPU model. */
+/* Mean loss over the validation batches, train_val_loss's loop for the GPU model. */
 static double gpu_val_loss(const TrainSetup *s, const Corpus *c, GPTGpu *m, int *x, int *y)
 {
     double sum = 0;
     for (int k = 0; k < s->val_batches; k++) {
         corpus_val_batch(c, k, s->val_batches, s->B, s->cfg.T, x, y);
         sum += gpt_gpu_forward(m, x, y, s->B, s->cfg.T);
-    }
-    return sum / s->val_batches;
-}
-
-static double cpu_val_loss(const TrainSetup *s, const Corpus *c, GPT *m, int *x, int *y)
-{
-    double sum = 0;
-    for (int k = 0; k < s->val_batches; k++) {
-        corpus_val_batch(c, k, s->val_batches, s->B, s->cfg.T, x, y);
-        sum += gpt_forward(m, x, y, s->B, s->cfg.T, NULL);
     }
     return sum / s->val_batches;
 }
@@ -115,8 +105,8 @@ static void *cpu_step(void *p)
     if (loss < 0 || gpt_backward(j->m, j->x, j->y, j->s->B, j->s->cfg.T) != 0) { j->oom = 1; return NULL; }
     j->cv->train[j->step] = loss;
     gpt_adamw(j->m, train_lr_at(j->s, j->step), 0.0f);
-    if (j->step % j->s->eval_every == 0 || j->step == j->s->steps)
-        j->cv->val[j->step] = cpu_val_loss(j->s, j->c, j->m, j->vx, j->vy);
+    if (train_eval_due(j->s, j->step))
+        j->cv->val[j->step] = train_val_loss(j->s, j->c, j->m, NULL, j->vx, j->vy);
     return NULL;
 }
 
@@ -153,7 +143,7 @@ static int train_three(const TrainSetup *s, const Corpus *c, GPTGpu *g, GPT *cpu
             if (gpu_step(s, &g[r], x, y, step, &cv[r].train[step], &cv[r].ms[step]) != 0) {
                 fprintf(stderr, "%s: the %s run's attention refused to run (the line above says why)\n", g_prog, GRUN_NAME[r]);
                 rc = -1;
-            } else if (step % s->eval_every == 0 || step == s->steps) {
+            } else if (train_eval_due(s, step)) {
                 cv[r].val[step] = gpu_val_loss(s, c, &g[r], vx, vy);
             }
         }
@@ -161,7 +151,7 @@ static int train_three(const TrainSetup *s, const Corpus *c, GPTGpu *g, GPT *cpu
         else if (cpu) cpu_step(&job);
         if (job.oom) { fprintf(stderr, "%s: out of memory in the CPU run\n", g_prog); rc = -1; }
         if (!verbose || rc) continue;
-        const int eval = step % s->eval_every == 0 || step == s->steps;
+        const int eval = train_eval_due(s, step);
         if (step == 1 || step % 10 == 0 || step == s->steps) {
             printf("%5ld |", step);
             for (int r = 0; r < N_GRUNS; r++) printf(" %9.4f", cv[r].train[step]);

@@ -148,17 +148,15 @@ static void grade_set(const char *dir, const Set *t, Graded *g)
     }
     g->ref = xmalloc(g->n * sizeof(double), "reference");
     ref_attention_bias(g->q, g->k, g->v, GB * t->H, t->N, GD, t->causal, g->slope, g->ref);
-    /* The tolerance scales with the problem: 10x the error of textbook fp32 attention on the same
-     * inputs (step 01's naive forward; with ALiBi, which it lacks, this step's intact tiled forward),
-     * and never under 1e-4. */
+    /* The tolerance scales with the problem: 10x the error of textbook fp32 attention on the same inputs
+     * (step 01's naive forward, with the bias for the ALiBi set: code that shares nothing with the breaks
+     * being graded), never under 1e-4 and never over 1e-3. */
     float *naive = xmalloc(g->n * 4, "naive output");
     double naive_err = 0;
-    if (t->alibi ? break_forward_cpu(g->q, g->k, g->v, naive, GB * t->H, t->N, GD, GTILE, GTILE, BREAK_NONE, 0, 0, 0,
-                                     NULL, NULL, g->slope) == 0
-                 : naive_attention_cpu(g->q, g->k, g->v, naive, GB * t->H, t->N, GD, t->causal) == 0)
+    if (naive_attention_bias_cpu(g->q, g->k, g->v, naive, GB * t->H, t->N, GD, t->causal, g->slope) == 0)
         naive_err = compare(naive, g->ref, g->n, 1, 0).max_abs;
     tfree(naive);
-    g->tol = 10 * naive_err > 1e-4 ? 10 * naive_err : 1e-4;
+    g->tol = 10 * naive_err > 1e-3 ? 1e-3 : 10 * naive_err > 1e-4 ? 10 * naive_err : 1e-4;
     g->e = compare(g->out, g->ref, g->n, g->tol, 0);
     /* the rows: which are wrong, and (Break 3) whether only the very negative half is, all zero or NaN */
     long bad_rows = 0, later = 0, later_bad = 0;
@@ -230,8 +228,8 @@ int grade_dir(const char *dir, int print, const char **cause)
         grade_set(dir, &SETS[s], &g[s]);
     }
     if (print)
-        printf("step07 --grade %s: %d input sets, [B, H, N, D] = [1, 2, N, 64], tolerance 10x the error of textbook "
-               "fp32 attention on the same inputs, at least 1e-4\n", dir, NSETS);
+        printf("step07 --grade %s: %d input sets, [B, H, N, D] = [1, H, N, 64], tolerance 10x the error of textbook "
+               "fp32 attention on the same inputs (01's naive, with the bias for ALiBi), 1e-4 to 1e-3\n", dir, NSETS);
     for (int s = 0; s < NSETS; s++) {
         const Err *e = &g[s].e;
         all &= e->n_bad == 0;

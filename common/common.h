@@ -185,9 +185,12 @@ typedef struct {
  * before any arithmetic. max_rel uses |ref| + 1e-8 as in 001's max_rel_err. */
 Err compare(const float *out, const double *ref, size_t n, double atol, double rtol);
 /* The fp32 tolerance of a check, scaled with the problem as the 16-bit one is: at most 2x the error of
- * the naive (textbook) fp32 computation on the same inputs, and never under 1e-5 (the chapter's 1e-6 is
- * what unit-scale inputs give; larger scores give larger errors to naive and tiled alike). */
+ * the naive (textbook) fp32 computation on the same inputs, never under 1e-5 (the chapter's 1e-6 is
+ * what unit-scale inputs give; larger scores give larger errors to naive and tiled alike) and never over
+ * 1e-4 (a broken naive must not open the door); NaN (naive failed or did not fit) gives 1e-5. */
 double tol_fp32(double naive_err);
+/* fp16/bf16: 2x naive's error in the same dtype, never above 2e-2 (NaN or a failed naive: 2e-2). */
+double tol_16bit(double naive_err);
 /* Same, rows given by index (sampled checks): out and ref are [nrows, D]. */
 int f32_is_finite(float x);
 /* Print a one-line summary "max abs 1.2e-06, max rel ..., rel L2 ..." into buf. */

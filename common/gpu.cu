@@ -202,4 +202,16 @@ extern "C" double gpu_time_median_ms(void (*fn)(void *), void *ctx, int warmup, 
     return median(t, repeat);
 }
 
+extern "C" void gpu_time_interleaved_ms(void (*const *fn)(void *), void *const *ctx, int n, int warmup, int repeat,
+                                        double *ms)
+{
+    if (repeat < 1) repeat = 1;
+    double *t = (double *)xmalloc((size_t)n * repeat * sizeof *t, "times");
+    for (int m = 0; m < n; m++) gpu_time_median_ms(fn[m], ctx[m], warmup, 1); /* warm-ups, and one run discarded */
+    for (int rep = 0; rep < repeat; rep++)
+        for (int m = 0; m < n; m++) t[m * repeat + rep] = gpu_time_median_ms(fn[m], ctx[m], 0, 1);
+    for (int m = 0; m < n; m++) ms[m] = median(t + m * repeat, repeat);
+    tfree(t);
+}
+
 extern "C" void gpu_sync_check(void) { CUDA_CHECK(cudaDeviceSynchronize()); }

@@ -28,5 +28,7 @@ void *dupload(const float *h, size_t n, int dtype, const char *what) { (void)h; 
 void ddownload(float *h, const void *d, size_t n, int dtype) { (void)h; (void)d; (void)n; (void)dtype; gpu_require(); }
 void dpoison(void *d, size_t n, int dtype) { (void)d; (void)n; (void)dtype; gpu_require(); }
 double gpu_time_median_ms(void (*fn)(void *), void *ctx, int warmup, int repeat) { (void)fn; (void)ctx; (void)warmup; (void)repeat; gpu_require(); return 0; }
+void gpu_time_interleaved_ms(void (*const *fn)(void *), void *const *ctx, int n, int warmup, int repeat, double *ms)
+{ (void)fn; (void)ctx; (void)n; (void)warmup; (void)repeat; (void)ms; gpu_require(); }
 void gpu_sync_check(void) { gpu_require(); }
 void dupload_into(void *d, const float *h, size_t n, int dtype) { (void)d; (void)h; (void)n; (void)dtype; gpu_require(); }
