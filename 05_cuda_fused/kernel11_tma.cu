@@ -25,7 +25,8 @@
  * asked (launch_l, L != NULL): one store per row after the loop. Measured
  * (./step05 --backward --dtype fp16, B=2 H=8 N=4096, interleaved, median of
  * 10): 0.214 vs 0.215 ms at D = 64 (+0.4%), 0.332 vs 0.331 at D = 128; across
- * the --bench --backward shapes -2.0% to +1.0%, inside the timing's spread.
+ * the --bench --backward shapes -2.0% to +0.7% (non-causal and causal), inside
+ * the timing's spread.
  *
  * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
  * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):

@@ -35,13 +35,19 @@
  * A score modifier (question 5), launch_alibi: ALiBi's -slope |i - j| added to
  * s_tile where the causal mask goes, before m_tile, with the absolute row and
  * column; behind a branch on the slope pointer, the same for the whole grid.
- * Measured (H100, ./step05 --alibi, fp32, B=2 H=8 N=4096 D=64, median of 20):
- * 2.751 ms with ALiBi, 2.620 ms without (+5.0%); max abs 1.16e-06 against the
- * float64 reference with the bias.
+ * Measured (H100, ./step05 --alibi, fp32, B=2 H=8 N=4096 D=64, with and
+ * without interleaved, median of 20, commit f334dde): 2.749 ms with ALiBi,
+ * 2.618 ms without (+5.0%); max abs 1.16e-06 against the float64 reference
+ * with the bias. The L store and this branch are in the plain kernel's code
+ * too and moved ptxas's register allocation (sm_90a, nvcc -Xptxas -v, spill
+ * stores before them -> after: D = 16 32 -> 8 bytes, 32 40 -> 24, 48 12 -> 20,
+ * 64 12 -> 0, 80 4 -> 36, 96-128 none); timed at D = 64 only. Kernel 3's
+ * compile-time flag (kernel3_mma.cu) leaves the plain kernel as it was.
  *
  * Measured on the H100 80GB HBM3 (./step05, B=2 H=8 N=4096 D=64, fp32,
- * median of 10): 2.686 ms, 25.59 TFLOP/s, 1.08x the naive cuBLAS baseline
- * (2.899 ms, 23.70 TFLOP/s) in the same run. Full output: README.md.
+ * median of 10, commit 5c77e18): 2.670 ms, 25.74 TFLOP/s, 1.11x the naive
+ * cuBLAS baseline (2.972 ms, 23.12 TFLOP/s) in the same run. Full output:
+ * README.md.
  */
 #include <cmath>
 

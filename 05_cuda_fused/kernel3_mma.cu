@@ -25,15 +25,15 @@
  * ALiBi's -slope |i - j| added to the score accumulators beside the mask,
  * before the row max (kernel3_alibi; kernel3_mma is compiled without it, and
  * its PTX is the same as before ALiBi existed). Measured (H100, ./step05
- * --alibi --dtype fp16, B=2 H=8 N=4096 D=64, median of 20): 0.634 ms with
- * ALiBi, 0.463 ms without (+37%): the bias is computed per score (an integer
+ * --alibi --dtype fp16, B=2 H=8 N=4096 D=64, with and without interleaved,
+ * median of 20, commit f334dde): 0.626 ms with ALiBi, 0.456 ms without (+37%): the bias is computed per score (an integer
  * distance, a convert, a multiply-add) where a tuned kernel would step it
  * along the row; max abs 9.11e-04 against float64, naive with the bias in
  * fp16 1.05e-03.
  *
- * Measured on the H100 (NVIDIA H100 80GB HBM3, commit 35e3646, fp16, N = 4096,
+ * Measured on the H100 (NVIDIA H100 80GB HBM3, commit 5c77e18, fp16, N = 4096,
  * FlashAttention's shapes B = 16384/N, H = 2048/D; ./step05 --bench --dtype fp16):
- * 169.8 TFLOP/s at D = 64 (56% of FlashAttention-2's 302), 188.3 TFLOP/s at
+ * 169.9 TFLOP/s at D = 64 (56% of FlashAttention-2's 302), 187.2 TFLOP/s at
  * D = 128 (56% of its 335). Full table: 05_cuda_fused/README.md.
  */
 #include <cmath>

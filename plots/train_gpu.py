@@ -37,8 +37,9 @@ for a in runs:
         ax_m.plot([f[0] for f in fit], [f[2] for f in fit], **st)
     for T, asked in oom:  # did not fit: where it would have been, hollow, with a cross on the T axis of speed
         ax_m.plot([T], [asked], marker=st.get("marker", "o"), mfc="none", ms=10, color=st.get("color", "k"), ls="none")
-        ax_m.annotate(f"{a}: OOM, asked {asked:.0f} GB", (T, asked), fontsize=7, ha="right", va="bottom",
-                      color=st.get("color", "k"))
+        k = len(ooms.get(T, []))  # runs that did not fit at this T so far: alternate above / below the marker
+        ax_m.annotate(f"{a}: OOM, asked {asked:.0f} GB", (T, asked), fontsize=7, ha="right",
+                      va="bottom" if k % 2 == 0 else "top", color=st.get("color", "k"))
         ooms.setdefault(T, []).append(a)
 for T, names in ooms.items():  # on the speed panel: one line per T, naming every run that did not fit
     ax_s.axvline(T, color="gray", ls=":", lw=1)
