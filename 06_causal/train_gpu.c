@@ -437,15 +437,15 @@ int train_gpu_main(const Opts *o, const TrainOpts *t)
     const double ms_n = median_ms(&cv[G_NAIVE], S), ms_f = median_ms(&cv[G_FUSED], S);
     printf("\n%ld steps in %.1f s (the CPU run on its thread alongside); tracked device peak %s for both GPU models\n", S,
            secs, fmt_bytes((double)dmem_peak(), b[0], 32));
-    /* 1e-4: the CPU's own yardstick (train/tiled-vs-naive); fp32 rounding alone stays far below it */
+    /* SAME_CURVE (train.h): amplified rounding stays below it, a different attention does not */
     printf("answer: on the GPU the fused attention %s: the largest |loss(gpu-fused) - loss(gpu-naive)| over the %ld "
            "steps is %.2e (step %ld); at step 1, before any update, %.2e\n",
-           gf <= 1e-4 ? "trains like naive attention" : "does NOT train like naive attention (more than 1e-4 apart)", S,
+           gf <= SAME_CURVE ? "trains like naive attention" : "does NOT train like naive attention (more than 1e-3 apart)", S,
            gf, at_f, fabs(cv[G_FUSED].train[1] - cv[G_NAIVE].train[1]));
     printf("answer: the GPU %s: largest |loss(gpu-naive) - loss(cpu-naive)| %.2e (step %ld), "
            "|loss(gpu-fused) - loss(cpu-naive)| %.2e (step %ld); validation at step %ld: %.4f, %.4f, %.4f "
            "(gpu-naive, gpu-fused, cpu-naive)\n",
-           gn <= 1e-4 && gc <= 1e-4 ? "trains like the CPU" : "does NOT train like the CPU (more than 1e-4 apart)", gn,
+           gn <= SAME_CURVE && gc <= SAME_CURVE ? "trains like the CPU" : "does NOT train like the CPU (more than 1e-3 apart)", gn,
            at_n, gc, at_c, S, cv[G_NAIVE].val[S], cv[G_FUSED].val[S], cv[C_NAIVE].val[S]);
     printf("answer: time per step (median of steps 2..%ld, forward + backward + AdamW): naive %.2f ms, fused %.2f ms "
            "(%.0f and %.0f tokens/s); --big times a larger model at long contexts\n",
