@@ -561,7 +561,7 @@ int bwd_run_default(const Opts *o, FILE *csv)
     for (int i = 0; i < nb && i < 32; i++) {
         const BackwardKernel *kb = bs[i];
         t_k[i] = -1;
-        if (o->kernel && kb->id != o->kernel) continue;
+        if (!opts_kernel(o, kb->id)) continue;
         if ((kb->dtypes & (1u << o->dtype)) && BWD_UNAVAILABLE(kb))
             printf("  bwd %-5d %-16s skipped: %s\n", kb->id, kb->name, BWD_UNAVAILABLE(kb));
         if (!bwd_runs(kb, o->dtype, o->D)) continue;
@@ -713,7 +713,7 @@ int bwd_run_bench(const Opts *o, FILE *csv)
             int slot[36], n = 0;
             if (P) c[n] = (BwdCtx){NULL, &p, S, P, NULL}, fns[n] = bwd_time_fn, ctx[n] = &c[n], slot[n++] = 0;
             for (int i = 0; i < nb && i < 32; i++) {
-                if ((o->kernel && bs[i]->id != o->kernel) || !bwd_runs(bs[i], o->dtype, D)) continue;
+                if (!opts_kernel(o, bs[i]->id) || !bwd_runs(bs[i], o->dtype, D)) continue;
                 c[n] = (BwdCtx){bs[i], &p, NULL, NULL, ws}, fns[n] = bwd_time_fn, ctx[n] = &c[n], slot[n++] = i + 1;
             }
             fns[n] = fwd_time_fn, ctx[n] = &fc[0], slot[n++] = -1;   /* the forward without and with L */

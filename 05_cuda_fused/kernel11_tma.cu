@@ -14,8 +14,8 @@
  * wait on an mbarrier that completes when all the tile's bytes have landed.
  *
  * What it costs: a tensor map per K and V, made on the host with the driver's
- * cuTensorMapEncodeTiled (through cudaGetDriverEntryPointByVersion, so no
- * -lcuda) and passed by value as a __grid_constant__ parameter; two mbarriers
+ * cuTensorMapEncodeTiled (tma_map.cuh, shared with kernel 12) and passed by
+ * value as a __grid_constant__ parameter; two mbarriers
  * in shared memory; one thread's issue. Everything else is kernel 10's, repeated
  * on purpose so the file reads alone (the launch too: the tensor maps make its
  * signature differ from launch_tc.cuh's).
@@ -37,14 +37,12 @@
 #include <cmath>
 #include <cstring>
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include "gpu.cuh"
 #include "kernels.h"
 #include "launch_tc.cuh"
 #include "tc.cuh"
 #include "tile_order.cuh"
+#include "tma_map.cuh"
 #include "wgmma.cuh"
 
 // --- the kernel ------------------------------------------------------------------
@@ -233,47 +231,13 @@ kernel11_tma(const T *__restrict__ Q,  // [B, H, N, D]
 
 // --- the launcher -------------------------------------------------------------------
 
-/* K or V, [B*H][N][D] in dtype, as a tensor map with boxes of BC rows x 64
- * columns in the 128-byte swizzle. The last map made is kept: the bench
- * launches the same tensors many times. */
-static int make_map(CUtensorMap *map, const void *base, long BH, long N, long D, int BC, int dtype)
-{
-    static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
-    if (!encode) {
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess || !encode) {
-            fprintf(stderr, "%s: kernel 11: the driver has no cuTensorMapEncodeTiled\n", g_prog);
-            encode = NULL;
-            return -1;
-        }
-    }
-    const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)N, (cuuint64_t)BH};
-    const cuuint64_t strides[2] = {(cuuint64_t)D * 2, (cuuint64_t)N * D * 2}; /* bytes, dims 1 and 2 */
-    const cuuint32_t box[3] = {64, (cuuint32_t)BC, 1}, one[3] = {1, 1, 1};
-    const CUresult r = encode(map, dtype == DT_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
-                              const_cast<void *>(base), dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "%s: kernel 11: cuTensorMapEncodeTiled failed (CUresult %d)\n", g_prog, (int)r);
-        return -1;
-    }
-    return 0;
-}
-
 template <int D, typename T>
 static int launch_dt(const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N, int dtype,
                      int causal, cudaStream_t s)
 {
     using S = K11Smem<D>;
-    static CUtensorMap mk, mv;
-    static const void *ck, *cv;
-    static long cBH = -1, cN = -1, cD = -1;
-    static int cdt = -1;
-    if (ck != k || cv != v || cBH != B * H || cN != N || cD != D || cdt != dtype) {
-        if (make_map(&mk, k, B * H, N, D, S::BC, dtype) || make_map(&mv, v, B * H, N, D, S::BC, dtype)) return -1;
-        ck = k, cv = v, cBH = B * H, cN = N, cD = D, cdt = dtype;
-    }
+    static KvMaps maps;                           // K and V for the copy engine (tma_map.cuh)
+    if (maps.get(k, v, B * H, N, D, S::BC, dtype, "kernel 11")) return -1;
     int dev = 0, limit = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
@@ -285,7 +249,7 @@ static int launch_dt(const void *q, const void *k, const void *v, void *o, float
     const long row_tiles = (N + K11_BR - 1) / K11_BR;
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
     kernel11_tma<D, T><<<(unsigned)(B * H * row_tiles), K11_WARPS * 32, S::bytes, s>>>(
-        (const T *)q, (const T *)k, (const T *)v, (T *)o, Lp, N, row_tiles, causal, scale_log2, mk, mv);
+        (const T *)q, (const T *)k, (const T *)v, (T *)o, Lp, N, row_tiles, causal, scale_log2, maps.k, maps.v);
     CUDA_CHECK_LAST();
     return 0;
 }

@@ -438,7 +438,7 @@ static int run_alibi(const Opts *o)
            r.stride == 1 ? "all rows" : "every 61st row of every head", dtype_name(o->dtype), naive_err);
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
-        if ((o->kernel && kn->id != o->kernel) || !kn->launch_alibi || !kernel_runs(kn, o->dtype, o->D)) continue;
+        if (!opts_kernel(o, kn->id) || !kn->launch_alibi || !kernel_runs(kn, o->dtype, o->D)) continue;
         any = 1;
         Err e;
         if (run_compare_bias(kn, &p, &r, atol, &e, full, (const float *)slope_d) != 0) { ok = 0; continue; }
@@ -483,9 +483,9 @@ static int run_default(const Opts *o, FILE *csv)
     else printf("  %-9s OOM: S and P need %s\n", "naive", fmt_bytes(2.0 * p.B * p.H * p.N * p.N * dtype_size(p.dtype), b1, sizeof b1));
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
-        if ((!o->kernel || kn->id == o->kernel) && FUSED_UNAVAILABLE(kn) && (kn->dtypes & (1u << o->dtype)))
+        if (opts_kernel(o, kn->id) && FUSED_UNAVAILABLE(kn) && (kn->dtypes & (1u << o->dtype)))
             printf("  kernel %-2d %-16s skipped: %s\n", kn->id, kn->name, FUSED_UNAVAILABLE(kn));
-        if ((o->kernel && kn->id != o->kernel) || !kernel_runs(kn, o->dtype, o->D)) continue;
+        if (!opts_kernel(o, kn->id) || !kernel_runs(kn, o->dtype, o->D)) continue;
         double atol = o->dtype == DT_FP32 ? (nrc == 0 ? tol_fp32(en.max_abs) : 1e-5) : (nrc == 0 ? tol_16bit(en.max_abs) : 2e-2);
         if (run_compare(kn, &p, &r, atol, &ek[i], full) != 0) { ok = 0; continue; }
         int good = ek[i].n_bad == 0;
@@ -501,7 +501,7 @@ static int run_default(const Opts *o, FILE *csv)
     const FusedKernel *best_k = NULL;
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
-        if ((o->kernel && kn->id != o->kernel) || !kernel_runs(kn, o->dtype, o->D)) continue;
+        if (!opts_kernel(o, kn->id) || !kernel_runs(kn, o->dtype, o->D)) continue;
         double ms = time_one(kn, &p, (int)o->repeat, &peak);
         char label[64];
         snprintf(label, sizeof label, "kernel %d", kn->id);
@@ -574,7 +574,7 @@ static int run_bench(const Opts *o, FILE *csv)
             run[n] = NULL, slot[n++] = 0;                 /* naive first */
             for (int i = 0; i < nk && i < 32; i++) {
                 const FusedKernel *kn = ks[i];
-                if ((o->kernel && kn->id != o->kernel) || !kernel_runs(kn, o->dtype, D)) continue;
+                if (!opts_kernel(o, kn->id) || !kernel_runs(kn, o->dtype, D)) continue;
                 run[n] = kn, slot[n++] = i + 1;
             }
             double ms[33];
@@ -688,6 +688,7 @@ int main(int argc, char **argv)
     }
     if (o.help) { usage(&o); return 0; }
     opts_validate(&o, dtype_size(o.dtype));
+    if (o.check && o.kernel != o.kernel_last) usage_error("option --kernel: --check takes one kernel, not the range %ld-%ld", o.kernel, o.kernel_last);
     if (!bench) opts_gpu_grid(&o, 16); /* the smallest row tile of any kernel; --bench chooses its own shapes */
     if (!bench && !backward && !dim_ok(o.dtype, o.D))
         usage_error("option --dim: %ld is not supported in %s (fp32 kernels: 8..128 in steps of 8; fp16/bf16 "
@@ -699,11 +700,12 @@ int main(int argc, char **argv)
     if (backward) {
         int nb, any = 0;
         const BackwardKernel *const *bs = bwd_kernels(&nb);
-        if (o.kernel && !bwd_kernel((int)o.kernel))
-            usage_error("option --kernel: there is no backward kernel %ld (backward kernels 1..%d)", o.kernel,
+        if (o.kernel && (!bwd_kernel((int)o.kernel) || !bwd_kernel((int)o.kernel_last)))
+            usage_error("option --kernel: there is no backward kernel %ld (backward kernels 1..%d)",
+                        bwd_kernel((int)o.kernel) ? o.kernel_last : o.kernel,
                         nb ? bs[nb - 1]->id : 0);
         for (int i = 0; i < nb; i++)
-            any |= (!o.kernel || bs[i]->id == o.kernel) && (bs[i]->dtypes & (1u << o.dtype)) &&
+            any |= opts_kernel(&o, bs[i]->id) && (bs[i]->dtypes & (1u << o.dtype)) &&
                    (bench || o.check || bs[i]->supports_dim(o.D));
         if (!any && !o.check)
             usage_error("option --dtype/--dim/--kernel: no backward kernel runs %s at D=%ld%s", dtype_name(o.dtype), o.D,
@@ -711,10 +713,11 @@ int main(int argc, char **argv)
     } else {
         int nk, any = 0;
         const FusedKernel *const *ks = fused_kernels(&nk);
-        if (o.kernel && !fused_kernel((int)o.kernel))
-            usage_error("option --kernel: there is no kernel %ld (kernels 1..%d)", o.kernel, nk ? ks[nk - 1]->id : 0);
+        if (o.kernel && (!fused_kernel((int)o.kernel) || !fused_kernel((int)o.kernel_last)))
+            usage_error("option --kernel: there is no kernel %ld (kernels 1..%d)",
+                        fused_kernel((int)o.kernel) ? o.kernel_last : o.kernel, nk ? ks[nk - 1]->id : 0);
         for (int i = 0; i < nk; i++)
-            any |= (!o.kernel || ks[i]->id == o.kernel) && (ks[i]->dtypes & (1u << o.dtype)) &&
+            any |= opts_kernel(&o, ks[i]->id) && (ks[i]->dtypes & (1u << o.dtype)) &&
                    (bench || o.check || ks[i]->supports_dim(o.D));
         if (!any && !o.check)
             usage_error("option --dtype/--dim/--kernel: no kernel runs %s at D=%ld%s", dtype_name(o.dtype), o.D,

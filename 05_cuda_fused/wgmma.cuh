@@ -146,6 +146,19 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, int parity)
                  "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
                  "@!done bra WAIT_%=;\n}\n" ::"r"(bar), "r"(parity) : "memory");
 }
+/* One arrival (count 1) on an mbarrier, from this thread (kernel 12: a consumer
+ * warp's lane 0 saying "my warp has finished reading this stage"). */
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+/* setmaxnreg (sm_90a, kernel 12): a warpgroup gives registers back to the SM's
+ * pool (dec) or takes them from it (inc), so a block whose warpgroups do
+ * different jobs can size each one's register file to its job. R: a multiple
+ * of 8 in 24..256; every warp of the warpgroup executes it. */
+template <int R> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
+template <int R> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R)); }
+
 /* One box of a 3-D tensor map (x innermost) into shared memory at dst, its
  * bytes completing on mbarrier bar. The map says the box shape and the
  * swizzle; rows outside the tensor arrive as zeros. */

@@ -70,6 +70,9 @@ bad step04 "--opt=, empty value" --seq=
 bad step04 "dim too large"      --dim 100000
 bad step04 "seed negative"      --seed -1
 bad step05 "kernel 0"           --kernel 0
+bad step05 "kernel range backwards" --kernel 12-11
+bad step05 "kernel range open"  --kernel 11-
+bad step05 "check with a kernel range" --check --kernel 11-12
 bad step05 "grid over 2^31-1"   --batch 1048576 --heads 1048576 --seq 64 --dim 64 --dtype fp16
 bad step05 "dim 48 unsupported for tensor cores" --dtype fp16 --dim 48
 bad step06 "bad mask"           --mask sideways

@@ -186,7 +186,18 @@ int opts_parse_common(Opts *o, int argc, char **argv, int *i)
     }
     if ((acc & OPT_CAUSAL) && !strcmp(a, "--causal")) { o->causal = 1; return 1; }
     if ((acc & OPT_CHECK) && !strcmp(a, "--check")) { o->check = 1; return 1; }
-    if ((acc & OPT_KERNEL) && !strcmp(a, "--kernel")) { o->kernel = parse_long(a, opt_value(argc, argv, i), 1, 99); return 1; }
+    if ((acc & OPT_KERNEL) && !strcmp(a, "--kernel")) { /* K, or K-M: kernels K to M, timed side by side */
+        const char *v = opt_value(argc, argv, i), *dash = strchr(v, '-');
+        char first[32];
+        if (dash && dash != v && (size_t)(dash - v) < sizeof first) {
+            memcpy(first, v, (size_t)(dash - v));
+            first[dash - v] = '\0';
+            o->kernel = parse_long(a, first, 1, 99);
+            o->kernel_last = parse_long(a, dash + 1, o->kernel, 99);
+        } else
+            o->kernel = o->kernel_last = parse_long(a, v, 1, 99);
+        return 1;
+    }
     if ((acc & OPT_REPEAT) && !strcmp(a, "--repeat")) { o->repeat = parse_long(a, opt_value(argc, argv, i), 1, 10000); return 1; }
     if ((acc & OPT_CSV) && !strcmp(a, "--csv")) {
         o->csv = opt_value(argc, argv, i);
@@ -258,7 +269,7 @@ void print_common_usage(const Opts *o)
     }
     if (a & OPT_DEVICE) printf("  --device auto|cpu|gpu  where to run (default auto: gpu if present)\n");
     if (a & OPT_CAUSAL) printf("  --causal               causal mask (key index <= query index)\n");
-    if (a & OPT_KERNEL) printf("  --kernel K             run only kernel K (default: all)\n");
+    if (a & OPT_KERNEL) printf("  --kernel K             run only kernel K (default: all); K-M: kernels K to M\n");
     if (a & OPT_SEED) printf("  --seed S               RNG seed for Q, K, V (default %llu)\n", (unsigned long long)o->seed);
     if (a & OPT_REPEAT) printf("  --repeat R             timed repeats after warm-up; median reported (default %ld)\n", o->repeat);
     if (a & OPT_CSV) printf("  --csv FILE             write the results table as CSV\n");

@@ -54,12 +54,15 @@ typedef struct {
     int device;                  /* DEV_* */
     uint64_t seed;
     int causal, check, help;
-    long kernel;                 /* 0 = all */
+    long kernel, kernel_last;    /* 0 = all; else kernels kernel..kernel_last (--kernel K or K-M) */
     long repeat;                 /* timed repeats after warm-up */
     const char *csv;
     const char *qfile, *kfile, *vfile, *outfile;
     unsigned given;              /* OPT_SHAPE bits the user set explicitly: 1 B, 2 H, 4 N, 8 D */
 } Opts;
+
+/* 1 if --kernel (none, K or K-M) asks for kernel id. */
+static inline int opts_kernel(const Opts *o, long id) { return !o->kernel || (id >= o->kernel && id <= o->kernel_last); }
 
 /* The program's name, used at the start of every error line. */
 extern const char *g_prog;

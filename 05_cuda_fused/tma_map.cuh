@@ -1,0 +1,71 @@
+/*
+ * tma_map.cuh: the host side of Hopper's copy engine for kernels 11 and 12:
+ * K or V as a tensor map the TMA reads boxes of (wgmma.cuh has the device
+ * side: tma_load_3d and the mbarriers).
+ *
+ * A tensor map is 128 bytes made on the host by the driver's
+ * cuTensorMapEncodeTiled (reached through cudaGetDriverEntryPointByVersion,
+ * so the program needs no -lcuda) and passed to the kernel by value as a
+ * __grid_constant__ parameter. It says the tensor's shape and strides, the box
+ * one copy brings (box_rows keys x 64 columns: the 128-byte swizzle takes
+ * boxes 64 two-byte columns wide, so D = 128 is two boxes), and the swizzle
+ * the box lands in: CU_TENSOR_MAP_SWIZZLE_128B, kernel 10's layout. Rows past
+ * N arrive as zeros.
+ */
+#ifndef TMA_MAP_CUH
+#define TMA_MAP_CUH
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "gpu.cuh"
+
+/* K and V, [B*H][N][D] in dtype, as two tensor maps. The last pair made is
+ * kept (per kernel and D: each caller has its own static KvMaps): the bench
+ * launches the same tensors many times and encoding costs a driver call. */
+struct KvMaps {
+    CUtensorMap k, v;
+    const void *ck = nullptr, *cv = nullptr;
+    long cBH = -1, cN = -1, cD = -1;
+    int cdt = -1, crows = -1;
+
+    /* 0, or -1 after one line naming who (the kernel) asked. */
+    int get(const void *kp, const void *vp, long BH, long N, long D, int box_rows, int dtype, const char *who)
+    {
+        if (kp == ck && vp == cv && BH == cBH && N == cN && D == cD && dtype == cdt && box_rows == crows) return 0;
+        if (make(&k, kp, BH, N, D, box_rows, dtype, who) || make(&v, vp, BH, N, D, box_rows, dtype, who)) {
+            ck = cv = nullptr;
+            return -1;
+        }
+        ck = kp, cv = vp, cBH = BH, cN = N, cD = D, cdt = dtype, crows = box_rows;
+        return 0;
+    }
+
+    static int make(CUtensorMap *map, const void *base, long BH, long N, long D, int box_rows, int dtype, const char *who)
+    {
+        static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
+        if (!encode) {
+            cudaDriverEntryPointQueryResult q;
+            if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000, cudaEnableDefault, &q) !=
+                    cudaSuccess ||
+                q != cudaDriverEntryPointSuccess || !encode) {
+                fprintf(stderr, "%s: %s: the driver has no cuTensorMapEncodeTiled\n", g_prog, who);
+                encode = NULL;
+                return -1;
+            }
+        }
+        const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)N, (cuuint64_t)BH};
+        const cuuint64_t strides[2] = {(cuuint64_t)D * 2, (cuuint64_t)N * D * 2}; /* bytes, dims 1 and 2 */
+        const cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1}, one[3] = {1, 1, 1};
+        const CUresult r = encode(map, dtype == DT_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+                                  const_cast<void *>(base), dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS) {
+            fprintf(stderr, "%s: %s: cuTensorMapEncodeTiled failed (CUresult %d)\n", g_prog, who, (int)r);
+            return -1;
+        }
+        return 0;
+    }
+};
+
+#endif

@@ -1,0 +1,58 @@
+"""sdpa_reference.py: FlashAttention-2 and cuDNN timed at step 05's --bench shapes
+(batch = 16384/N, heads = 2048/D, N = 512..16384, D = 64 and 128) through
+PyTorch's scaled_dot_product_attention, the yardsticks beside kernels 11-14 in
+05_cuda_fused/README.md. Same count as step 05 (4 B H N^2 D flops, half of it
+causal), the same timing rule (CUDA events after a warm-up, median of the
+repeats), random normal inputs. Writes step 05's CSV columns with kernel -2
+(FlashAttention-2) and -3 (cuDNN), so the rows sit beside a --bench --csv.
+
+Needs PyTorch with CUDA, which the repository does not depend on and make
+check does not run (the lent H100 has it):
+    python3 plots/sdpa_reference.py results/sdpa_fp16.csv [--causal] [--dtype bf16]"""
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+args = sys.argv[1:]
+if not args or args[0].startswith("-"):
+    sys.exit("usage: python3 plots/sdpa_reference.py OUT.csv [--causal] [--dtype fp16|bf16]")
+out, causal = args[0], "--causal" in args
+dtype_name = args[args.index("--dtype") + 1] if "--dtype" in args else "fp16"
+dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype_name]
+backends = [(-2, "FlashAttention-2 (SDPA flash)", SDPBackend.FLASH_ATTENTION),
+            (-3, "cuDNN (SDPA cudnn)", SDPBackend.CUDNN_ATTENTION)]
+print(f"{torch.cuda.get_device_name()}, PyTorch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
+      f"{dtype_name}{', causal' if causal else ''}: TFLOP/s")
+rows = []
+for D in (64, 128):
+    print(f" D={D:<4}       N:" + "".join(f" {N:7d}" for N in (512, 1024, 2048, 4096, 8192, 16384)))
+    line = {k: f" {name[:14]:<14}" for k, name, _ in backends}
+    for N in (512, 1024, 2048, 4096, 8192, 16384):
+        B, H = 16384 // N, 2048 // D
+        gen = torch.Generator(device="cuda").manual_seed(N)
+        q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
+        for kid, name, be in backends:
+            with sdpa_kernel([be]):
+                for _ in range(3):
+                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                ms = []
+                for _ in range(10):
+                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    b.record()
+                    b.synchronize()
+                    ms.append(a.elapsed_time(b))
+            t = statistics.median(ms)
+            tflops = 4.0 * B * H * N * N * D / (2 if causal else 1) / t / 1e9
+            line[kid] += f" {tflops:7.1f}"
+            rows.append(f"bench,{dtype_name},{kid},{name},{B},{H},{N},{D},{int(causal)},{t:.6f},{tflops:.4f},0,0,0")
+    for kid, _, _ in backends:
+        print(line[kid])
+with open(out, "w") as f:
+    f.write("mode,dtype,kernel,name,B,H,N,D,causal,ms,tflops,peak_bytes,max_abs,rel_l2\n")
+    f.write("\n".join(rows) + "\n")
+print(f"wrote {out}")
