@@ -267,7 +267,7 @@ const char *wgmma_unavailable(void)
         }
         state = !ok;
         if (!ok)
-            snprintf(why, sizeof why, "the wgmma kernels (10, 11) need compute capability 9.0 and an sm_90a build (this GPU: %d.%d%s)",
+            snprintf(why, sizeof why, "the wgmma kernels (10-14) need compute capability 9.0 and an sm_90a build (this GPU: %d.%d%s)",
                      major, minor, major == 9 && minor == 0 ? ", built without sm_90a: make CUDA_ARCH=sm_90" : "");
     }
     return state ? why : NULL;

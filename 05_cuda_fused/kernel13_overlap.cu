@@ -29,7 +29,17 @@
  * Everything else is kernel 12's, repeated on purpose so the file reads alone.
  * Built only for sm_90a, like kernels 10 to 12.
  *
- * Measured: see README.md (kernel 13's row of the bench).
+ * The three consumer warpgroups kernel 12 runs at D = 64 get 160 registers
+ * each, too few for this (ptxas spills 104 bytes and serialises the wgmma,
+ * C7512): kernel 13 runs two at both D, BR = 128.
+ *
+ * Measured on the H100 (NVIDIA H100 80GB HBM3, ./step05 --bench --dtype fp16
+ * [--causal], every kernel interleaved, 2026-11-23, commit 935357c), N = 4096:
+ * 614.1 TFLOP/s at D = 128 against kernel 12's 539.7 (+14%; causal 485.0 vs
+ * 447.9, +8%; in the run beside PyTorch's SDPA 623.2, 107% of cuDNN's 580.0);
+ * at D = 64 434.2 against
+ * 463.9 (-6%; causal -10%): two warpgroups with the overlap hide less than
+ * kernel 12's three without it when the products are short (k = 64).
  */
 #include <cmath>
 

@@ -1,12 +1,20 @@
 """throughput.py: TFLOP/s vs N for naive and each kernel of step 05, one
 panel per head dim, under the chip's matrix-product ceiling (the cuBLAS GEMM
-step 05 --bench times first). Reads step 05's --bench --csv.
-    python3 plots/throughput.py results/bench_fp16.csv results/throughput_fp16.png"""
+step 05 --bench times first). Reads step 05's --bench --csv, and optionally
+plots/sdpa_reference.py's CSV (FlashAttention-2 and cuDNN through PyTorch, same
+shapes), drawn dotted.
+    python3 plots/throughput.py results/bench_fp16.csv results/throughput_fp16.png [results/sdpa_fp16.csv]"""
+import sys
+
 import matplotlib.pyplot as plt
 
 import csvio
 
-src, out = csvio.args(2, "STEP05_BENCH.csv OUT.png")
+if len(sys.argv) not in (3, 4):
+    sys.exit(f"usage: {sys.argv[0]} STEP05_BENCH.csv OUT.png [SDPA_REFERENCE.csv]")
+src, out = sys.argv[1], sys.argv[2]
+ref = sys.argv[3] if len(sys.argv) == 4 else None
+refrows = [r for r in csvio.read(ref, ["mode", "kernel", "name", "N", "D", "tflops"]) if r["mode"] == "bench"] if ref else []
 allrows = csvio.read(src, ["mode", "dtype", "kernel", "name", "N", "D", "ms", "tflops"])
 rows = [r for r in allrows if r["mode"] == "bench"]
 ceiling = [csvio.num(r, "tflops", src) for r in allrows if r["mode"] == "ceiling"]
@@ -16,6 +24,11 @@ if not dims:
 fig, axes = plt.subplots(1, len(dims), figsize=(6 * len(dims), 4.2), squeeze=False)
 for ax, D in zip(axes[0], dims):
     csvio.plot_kernels(ax, rows, D, src, "naive (cuBLAS + softmax)", lambda k, name: f"kernel {k} ({name})")
+    for k, style, color in ((-2, "s:", "tab:red"), (-3, "^:", "tab:orange")):
+        rs = [r for r in refrows if int(csvio.num(r, "D", ref)) == D and int(csvio.num(r, "kernel", ref)) == k]
+        if rs:
+            pts = sorted((csvio.num(r, "N", ref), csvio.num(r, "tflops", ref)) for r in rs)
+            ax.plot(*zip(*pts), style, color=color, label=rs[0]["name"])
     if ceiling:
         ax.axhline(ceiling[0], color="gray", ls="--",
                    label=f"matrix-product ceiling: cuBLAS GEMM, {ceiling[0]:.0f} TFLOP/s")
