@@ -14,7 +14,7 @@
  * wait on an mbarrier that completes when all the tile's bytes have landed.
  *
  * What it costs: a tensor map per K and V, made on the host with the driver's
- * cuTensorMapEncodeTiled (tma_map.cuh, shared with kernel 12) and passed by
+ * cuTensorMapEncodeTiled (tma_map.cuh, shared with kernels 12-14) and passed by
  * value as a __grid_constant__ parameter; two mbarriers
  * in shared memory; one thread's issue. Everything else is kernel 10's, repeated
  * on purpose so the file reads alone (the launch too: the tensor maps make its

@@ -16,13 +16,15 @@
  *   empty[s]:             every consumer warp has finished reading the stage
  *                         (one arrival per warp after its P V_j is done).
  * A consumer waits only for its own data: K_j before S = Q_i K_j^T, V_j only
- * before P V_j, so V_j's copy hides behind the softmax. No warp ever waits for
- * another consumer warpgroup, and the producer runs up to STAGES tiles ahead.
+ * before P V_j, so V_j's copy hides behind the softmax. No warp waits at a
+ * barrier for the other consumer warpgroups; they are coupled only through the
+ * ring (a stage is refilled once all have released it), and the producer runs
+ * up to STAGES tiles ahead.
  *
  * What it makes possible: the producer needs few registers and the consumers
  * many. setmaxnreg moves them: the producer warpgroup drops to 24 (32 with three
- * consumer warpgroups) and the consumers rise to 240 (160), all of the SM's
- * 64 K registers in use. With 240 a thread holds a 64 x 128 tile of S at
+ * consumer warpgroups) and the consumers rise to 240 (160): the whole of the
+ * block's registers (384 x 168 = 64512; 512 x 128 = 65536) goes where the work is. With 240 a thread holds a 64 x 128 tile of S at
  * D = 128 beside its O (kernel 11 at 168 could hold only BC = 64): BC = 128 at
  * both D, so half as many tiles, mbarrier waits and softmax rescales per row
  * at D = 128. The shapes are FlashAttention-3's: D = 64, three consumer
@@ -61,7 +63,9 @@ template <int D> struct K12 {
     static constexpr int REG_PRODUCER = NWG == 2 ? 24 : 32, REG_CONSUMER = NWG == 2 ? 240 : 160;
     static constexpr int TILE = BC * D * 2;               // one K or V tile, bytes
     static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + 3 * 8 * STAGES + 1024; /* K, V; mbarriers; alignment */
-    static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= 65536, "the SM has 64 K registers");
+    /* setmaxnreg moves registers inside the block's own allocation, fixed at launch: THREADS x (65536 / THREADS,
+     * rounded down to 8), 64 K at D = 64 (512 threads x 128), 64512 at D = 128 (384 x 168) */
+    static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 
 template <int D, typename T>

@@ -60,7 +60,9 @@ template <int D> struct K13 {
     static constexpr int REG_PRODUCER = NWG == 2 ? 24 : 32, REG_CONSUMER = NWG == 2 ? 240 : 160;
     static constexpr int TILE = BC * D * 2;               // one K or V tile, bytes
     static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + 4 * 8 * STAGES + 1024; /* K, V; mbarriers; alignment */
-    static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= 65536, "the SM has 64 K registers");
+    /* setmaxnreg moves registers inside the block's own allocation, fixed at launch: THREADS x (65536 / THREADS,
+     * rounded down to 8), 64 K at D = 64 (512 threads x 128), 64512 at D = 128 (384 x 168) */
+    static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 
 template <int D, typename T>

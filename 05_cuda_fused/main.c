@@ -257,7 +257,7 @@ static int run_checks(long only, int quick, int fwd, int bwd)
     const FusedKernel *const *ks = fused_kernels(&nk);
     char name[160], eb[128];
     printf("device: %s\n", gpu_describe());
-    for (int i = 0; i < nk && fwd; i++) /* a kernel this GPU cannot run (10, 11 off Hopper): one line, then silence */
+    for (int i = 0; i < nk && fwd; i++) /* a kernel this GPU cannot run (10-14 off Hopper): one line, then silence */
         if ((!only || ks[i]->id == only) && FUSED_UNAVAILABLE(ks[i])) {
             snprintf(name, sizeof name, "kernel%d", ks[i]->id);
             report_skip(name, "%s", FUSED_UNAVAILABLE(ks[i]));

@@ -1,5 +1,5 @@
 /*
- * tma_map.cuh: the host side of Hopper's copy engine for kernels 11 and 12:
+ * tma_map.cuh: the host side of Hopper's copy engine for kernels 11 to 14:
  * K or V as a tensor map the TMA reads boxes of (wgmma.cuh has the device
  * side: tma_load_3d and the mbarriers).
  *

@@ -3,7 +3,8 @@
 PyTorch's scaled_dot_product_attention, the yardsticks beside kernels 11-14 in
 05_cuda_fused/README.md. Same count as step 05 (4 B H N^2 D flops, half of it
 causal), the same timing rule (CUDA events after a warm-up, median of the
-repeats), random normal inputs. Writes step 05's CSV columns with kernel -2
+repeats; each repeat is 10 calls back to back, so that PyTorch's per-call
+dispatch on the host is not timed), random normal inputs. Writes step 05's CSV columns with kernel -2
 (FlashAttention-2) and -3 (cuDNN), so the rows sit beside a --bench --csv.
 
 Needs PyTorch with CUDA, which the repository does not depend on and make
@@ -20,7 +21,9 @@ args = sys.argv[1:]
 if not args or args[0].startswith("-"):
     sys.exit("usage: python3 plots/sdpa_reference.py OUT.csv [--causal] [--dtype fp16|bf16]")
 out, causal = args[0], "--causal" in args
-dtype_name = args[args.index("--dtype") + 1] if "--dtype" in args else "fp16"
+dtype_name = args[args.index("--dtype") + 1] if "--dtype" in args[:-1] else "fp16"
+if dtype_name not in ("fp16", "bf16") or ("--dtype" in args and "--dtype" not in args[:-1]):
+    sys.exit("option --dtype: expected fp16 or bf16")
 dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype_name]
 backends = [(-2, "FlashAttention-2 (SDPA flash)", SDPBackend.FLASH_ATTENTION),
             (-3, "cuDNN (SDPA cudnn)", SDPBackend.CUDNN_ATTENTION)]
@@ -28,8 +31,8 @@ print(f"{torch.cuda.get_device_name()}, PyTorch {torch.__version__}, cuDNN {torc
       f"{dtype_name}{', causal' if causal else ''}: TFLOP/s")
 rows = []
 for D in (64, 128):
-    print(f" D={D:<4}       N:" + "".join(f" {N:7d}" for N in (512, 1024, 2048, 4096, 8192, 16384)))
-    line = {k: f" {name[:14]:<14}" for k, name, _ in backends}
+    print(f" D={D:<4}         N:" + "".join(f" {N:7d}" for N in (512, 1024, 2048, 4096, 8192, 16384)))
+    line = {k: f" {name.split(' (')[0]:<16}" for k, name, _ in backends}
     for N in (512, 1024, 2048, 4096, 8192, 16384):
         B, H = 16384 // N, 2048 // D
         gen = torch.Generator(device="cuda").manual_seed(N)
@@ -39,13 +42,16 @@ for D in (64, 128):
                 for _ in range(3):
                     F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                 ms = []
+                # 10 calls back to back per event pair: only the first call's host dispatch is in
+                # the timed window, the others' overlap the kernel before them
                 for _ in range(10):
                     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     a.record()
-                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    for _ in range(10):
+                        F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                     b.record()
                     b.synchronize()
-                    ms.append(a.elapsed_time(b))
+                    ms.append(a.elapsed_time(b) / 10)
             t = statistics.median(ms)
             tflops = 4.0 * B * H * N * N * D / (2 if causal else 1) / t / 1e9
             line[kid] += f" {tflops:7.1f}"

@@ -14,13 +14,18 @@ if len(sys.argv) not in (3, 4):
     sys.exit(f"usage: {sys.argv[0]} STEP05_BENCH.csv OUT.png [SDPA_REFERENCE.csv]")
 src, out = sys.argv[1], sys.argv[2]
 ref = sys.argv[3] if len(sys.argv) == 4 else None
-refrows = [r for r in csvio.read(ref, ["mode", "kernel", "name", "N", "D", "tflops"]) if r["mode"] == "bench"] if ref else []
-allrows = csvio.read(src, ["mode", "dtype", "kernel", "name", "N", "D", "ms", "tflops"])
+refrows = [r for r in csvio.read(ref, ["mode", "dtype", "causal", "kernel", "name", "N", "D", "tflops"]) if r["mode"] == "bench"] if ref else []
+allrows = csvio.read(src, ["mode", "dtype", "causal", "kernel", "name", "N", "D", "ms", "tflops"])
 rows = [r for r in allrows if r["mode"] == "bench"]
 ceiling = [csvio.num(r, "tflops", src) for r in allrows if r["mode"] == "ceiling"]
 dims = sorted({int(csvio.num(r, "D", src)) for r in rows})
 if not dims:
     raise SystemExit(f"{src}: no bench rows (run ./step05 --bench --csv)")
+if ref:  # only the references of the same dtype and mask as the kernels
+    same = [r for r in refrows if r["dtype"] == rows[0]["dtype"] and int(csvio.num(r, "causal", ref)) == int(csvio.num(rows[0], "causal", src))]
+    if not same:
+        print(f"{ref}: no rows of {rows[0]['dtype']}, causal = {rows[0]['causal']}: drawn without the references")
+    refrows = same
 fig, axes = plt.subplots(1, len(dims), figsize=(6 * len(dims), 4.2), squeeze=False)
 for ax, D in zip(axes[0], dims):
     csvio.plot_kernels(ax, rows, D, src, "naive (cuBLAS + softmax)", lambda k, name: f"kernel {k} ({name})")
