@@ -6,8 +6,8 @@
  * every warp computes, thread 0 also issues the copies, and each K/V tile
  * ends with a block-wide barrier (__syncthreads) before its buffer may be
  * refilled: the three warpgroups wait for the slowest of them once per tile,
- * and Nsight Compute put a third of the cycles between two issued
- * instructions at that barrier. Here the block has one more warpgroup, the
+ * and issue 14's Nsight Compute run put a third of the cycles between two
+ * issued instructions at a block-wide barrier. Here the block has one more warpgroup, the
  * producer, whose one thread does nothing but issue the copies of K_j and V_j
  * into a ring of STAGES buffers; the consumer warpgroups only compute. They
  * talk through mbarriers, per stage s:

@@ -38,8 +38,9 @@
  * 614.1 TFLOP/s at D = 128 against kernel 12's 539.7 (+14%; causal 485.0 vs
  * 447.9, +8%; in the run beside PyTorch's SDPA 623.2, 107% of cuDNN's 580.0);
  * at D = 64 434.2 against
- * 463.9 (-6%; causal -10%): two warpgroups with the overlap hide less than
- * kernel 12's three without it when the products are short (k = 64).
+ * 463.9 (-6%; causal -10%). Not separated by a measurement: the guess is that
+ * two warpgroups with the overlap hide less than kernel 12's three without it
+ * when the products are short (k = 64).
  */
 #include <cmath>
 
@@ -57,11 +58,11 @@ template <int D> struct K13 {
     static constexpr int NWG = 2;                         // consumer warpgroups, 64 rows each (D = 64 too: see above)
     static constexpr int BR = 64 * NWG, BC = 128, STAGES = 2;
     static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
-    static constexpr int REG_PRODUCER = NWG == 2 ? 24 : 32, REG_CONSUMER = NWG == 2 ? 240 : 160;
+    static constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;  // 128 x 24 + 256 x 240 = 384 x 168
     static constexpr int TILE = BC * D * 2;               // one K or V tile, bytes
     static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + 4 * 8 * STAGES + 1024; /* K, V; mbarriers; alignment */
     /* setmaxnreg moves registers inside the block's own allocation, fixed at launch: THREADS x (65536 / THREADS,
-     * rounded down to 8), 64 K at D = 64 (512 threads x 128), 64512 at D = 128 (384 x 168) */
+     * rounded down to 8): 384 x 168 = 64512 at both D */
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 

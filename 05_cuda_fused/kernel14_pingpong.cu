@@ -4,9 +4,9 @@
  * What changes over kernel 13 (one idea: schedule the warpgroups against each
  * other, not only each one against itself). In kernel 13 each consumer
  * warpgroup overlaps its own softmax with its own P V, but the two warpgroups
- * run unsynchronised: often both issue their products at once and then both
- * do their softmax at once, and the SM's tensor cores idle during the
- * second. Here they alternate (FlashAttention-3's ping-pong): warpgroup 0
+ * run unsynchronised: nothing stops both from issuing their products at once
+ * and then doing their softmax at once, the SM's tensor cores idle during
+ * the second (how often that happens was not profiled). Here they alternate (FlashAttention-3's ping-pong): warpgroup 0
  * issues S_j and P_{j-1} V_{j-1}, then hands the turn to warpgroup 1, which
  * issues its own while warpgroup 0 runs its softmax; and back. The turn is
  * two named barriers (bar.sync / bar.arrive with an id and a thread count,
@@ -49,11 +49,11 @@ template <int D> struct K14 {
     static constexpr int NWG = 2;                         // consumer warpgroups, 64 rows each: the two that take turns
     static constexpr int BR = 64 * NWG, BC = 128, STAGES = 2;
     static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
-    static constexpr int REG_PRODUCER = NWG == 2 ? 24 : 32, REG_CONSUMER = NWG == 2 ? 240 : 160;
+    static constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;  // 128 x 24 + 256 x 240 = 384 x 168
     static constexpr int TILE = BC * D * 2;               // one K or V tile, bytes
     static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + 4 * 8 * STAGES + 1024; /* K, V; mbarriers; alignment */
     /* setmaxnreg moves registers inside the block's own allocation, fixed at launch: THREADS x (65536 / THREADS,
-     * rounded down to 8), 64 K at D = 64 (512 threads x 128), 64512 at D = 128 (384 x 168) */
+     * rounded down to 8): 384 x 168 = 64512 at both D */
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 

@@ -152,8 +152,9 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar)
 {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-/* setmaxnreg (sm_90a, kernel 12): a warpgroup gives registers back to the SM's
- * pool (dec) or takes them from it (inc), so a block whose warpgroups do
+/* setmaxnreg (sm_90a, kernels 12-14): a warpgroup gives registers back to its
+ * block's pool (dec) or takes them from it (inc; the pool is what the block got
+ * at launch, which is all it can share out), so a block whose warpgroups do
  * different jobs can size each one's register file to its job. R: a multiple
  * of 8 in 24..256; every warp of the warpgroup executes it. */
 template <int R> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }

@@ -153,6 +153,9 @@ void gpt_adamw(GPT *m, float lr, float weight_decay);
 /* ./step06 --check: each layer's backward (LayerNorm, linear, GELU, cross-entropy) against finite differences
  * of its own forward on unit-scale inputs (PASS/FAIL lines). */
 void gpt_layer_checks(void);
+/* d f / d *p by the five-point stencil (f(p-2h) - 8 f(p-h) + 8 f(p+h) - f(p+2h)) / 12h, O(h^4): f(ctx) is
+ * evaluated with *p moved, then *p restored. Serves layer-fd (above) and model-fd (grad_check.c). */
+double gpt_fd5(double (*f)(void *ctx), void *ctx, float *p, float h);
 
 #ifdef __cplusplus
 }

@@ -198,17 +198,16 @@ static void check_tiled(long bh, long N, long D, long BR, long BC, int mask, uin
  * rounding of the loss (about 1e-7 of it) costs only about 5e-6 in the difference quotient: hence the
  * tolerance's absolute 2e-5. The model itself is fp32; its attention parts are checked against float64
  * above. */
+typedef struct { GPT *m; const int *x, *y; int B, T; } ModelF;
+static double model_loss(void *ctx)
+{
+    const ModelF *mf = ctx;
+    return gpt_forward(mf->m, mf->x, mf->y, mf->B, mf->T, NULL);
+}
 static double model_fd(GPT *m, float *p, const int *x, const int *y, int B, int T, float h)
 {
-    const float p0 = *p;
-    double f[4];
-    static const float at[4] = {-2, -1, 1, 2};
-    for (int i = 0; i < 4; i++) {
-        *p = p0 + at[i] * h;
-        f[i] = gpt_forward(m, x, y, B, T, NULL);
-    }
-    *p = p0;
-    return (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12.0 * h);
+    ModelF mf = {m, x, y, B, T};
+    return gpt_fd5(model_loss, &mf, p, h);
 }
 
 static void check_model(const Corpus *c, const Attention *att, uint64_t seed)

@@ -62,6 +62,17 @@ static void make_attentions(Attention *a, long BR, long BC)
 /* Two curves this close are one curve with other roundings (train.h). */
 const double SAME_CURVE = 1e-3;
 
+/* The CPU's verdict "the same curve" has a yardstick in the same run: Break 1 computes the very same
+ * softmax with other roundings (while it does not overflow), so its drift from naive is what amplified
+ * rounding grows to over this run, on this corpus: 2.1e-7 over 200 steps of text, 2.4e-4 over 1000, 2.3e-4
+ * over 200 of lag-copy (the gallery's CSVs). A gap within 4x that one (or under 1e-4) is rounding; the
+ * tile-relative mask and Break 2 end 1e-2 and more away. With Break 1 overflowed, the first min(S, 20)
+ * steps within 1e-4, the rule of the train/ checks. */
+static int same_curve(double gap, double gap20, double yardstick)
+{
+    return isfinite(yardstick) ? gap <= fmax(4.0 * yardstick, 1e-4) : gap20 <= 1e-4;
+}
+
 int train_eval_due(const TrainSetup *s, long step) { return step % s->eval_every == 0 || step == s->steps; }
 
 /* Learning rate: a linear warm-up over the first 10 steps, then constant. */
@@ -382,13 +393,17 @@ int train_main(const Opts *o, const TrainOpts *t)
     const double gap = train_max_gap(tl->train_loss, nv->train_loss, S, &at), nv_end = train_tail_mean(nv->train_loss, S, K);
     long at1;
     const double noise = b1->nan_step ? NAN : train_max_gap(b1->train_loss, nv->train_loss, S, &at1);
-    /* SAME_CURVE: training amplifies rounding (tiled and Break 1 both drift about 2.5e-4 from naive over 1000
-     * steps), a different attention ends 1e-2 and more away (the tile-relative mask, Break 2) */
+    long at20;
+    const double gap20 = train_max_gap(tl->train_loss, nv->train_loss, K, &at20);
+    const int tiled_same = same_curve(gap, gap20, noise);
     printf("answer: the largest |loss(tiled) - loss(naive)| over the %ld steps is %.2e (step %ld); at step 1, before "
            "any update, %.2e%s", S, gap, at, fabs(tl->train_loss[1] - nv->train_loss[1]),
-           gap <= SAME_CURVE ? " (the same sums in another order, step 04's rounding). Training amplifies any difference"
-                             : ": MORE than amplified rounding (1e-3): the two do not compute the same attention");
-    if (!b1->nan_step && gap <= SAME_CURVE && noise <= SAME_CURVE)
+           tiled_same ? " (the same sums in another order, step 04's rounding). Training amplifies any difference"
+           : isfinite(noise) ? ": MORE than amplified rounding (over 4x Break 1's drift, the same softmax rounded "
+                               "otherwise): the two do not compute the same attention"
+                             : ": MORE than amplified rounding (over 1e-4 in the first steps): the two do not compute "
+                               "the same attention");
+    if (!b1->nan_step && tiled_same)
         printf(": Break 1, which here computes the very same softmax with other roundings (no max subtracted, no "
                "overflow), drifts %.2e from naive. Noise, not a different curve", noise);
     else if (!b1->nan_step)
@@ -425,7 +440,8 @@ int train_main(const Opts *o, const TrainOpts *t)
         printf("answer: Break 1: the largest score this model reached is %.2f, below the 88.72 where e^s overflows "
                "fp32: Break 1 never overflowed%s. It takes scores past 88.72 (--score-scale multiplies every score; "
                "06_causal/README.md has the runs that overflow)\n", b1->max_score,
-               noise <= SAME_CURVE ? " and trained like naive" : ", but its curve is more than 1e-3 from naive's");
+               tiled_same ? " and trained like naive (its drift is the yardstick above)"
+                          : ", and its drift is the yardstick the tiled run failed");
     printf("answer: naive attention keeps P, %s per layer; the tiled one keeps L, %s per layer\n",
            fmt_bytes((double)attn_naive_saved((long)s.B * s.cfg.H, s.cfg.T) * 4, b[0], 32),
            fmt_bytes((double)attn_tiled_saved((long)s.B * s.cfg.H, s.cfg.T) * 4, b[1], 32));

@@ -1,6 +1,6 @@
 /*
  * grade.c: the instructor's grader. `./step07 --assignment DIR` writes input
- * sets (.npy, float32, [1, 2, N, 64]) that tell the known breaks apart, with
+ * sets (.npy, float32, [1, H, N, 64], H = 2, or 8 for alibi) that tell the known breaks apart, with
  * a README.txt; the student runs their own tiled attention on each, in any
  * language, and writes out_SET.npy back; `./step07 --grade DIR` compares
  * every output with the float64 reference and names the bug.
@@ -16,7 +16,9 @@
  * m_tile = -inf and p = e^(-inf - (-inf)) = NaN (the causal set shows it)
  * and the diagnosis also tries the known breaks themselves on the same inputs
  * (Break 2 and both tile-relative masks at tiles of 16 to 128): a student's
- * output that equals one of them is named with its tile size.
+ * output that equals one of them is named with its tile size. The set
+ *   alibi      H = 8, rows 128.. point at key 0   ALiBi's bias after the running max, or tile-relative
+ * grades the score modifier of the chapter's question 5.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "common.h"

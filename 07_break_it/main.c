@@ -235,16 +235,23 @@ static int run_alibi(const Setup *u, int brk, int fp16)
     if (brk == BREAK_ALIBI_RELATIVE) {
         Err one0, one = alibi_run(u, INPUTS_RANDOM, brk, fp16, u->N, u->N, &one0, NULL, NULL);
         printf("  one tile (BR = BC = N): --break %s %s\n", break_names[brk], fmt_err(&one, eb, sizeof eb));
-        if (e.n_bad > 0 && one.n_bad == 0)
+        const int shown = e.n_bad > 0 && one.n_bad == 0 && in0.n_bad == 0 && one0.n_bad == 0;
+        if (shown)
             printf("answer: ALiBi's bias from tile-relative indices is finite and wrong (max abs %.3f) with several tiles "
                    "and right with one (%.1e): -slope |r - c| is -slope |i - j| only where i0 = j0, so every tile off the "
                    "diagonal gets the diagonal's bias; a score modifier needs the absolute i0 + r, j0 + c, as the mask "
                    "does\n", e.max_abs, one.max_abs);
+        else if (in0.n_bad || one0.n_bad)
+            printf("answer: none: the bias in the right place is itself wrong here (max abs %.1e, %.1e with one tile), "
+                   "so nothing can be said of the break\n", in0.max_abs, one0.max_abs);
+        else if (one.n_bad)
+            printf("answer: the tile-relative bias is wrong even with one tile (max abs %.1e): that is not this break's "
+                   "signature (with one tile r = i and c = j)\n", one.max_abs);
         else
             printf("answer: the tile-relative bias did not show here (max abs %.1e with BR=%ld BC=%ld, %.1e with one "
                    "tile): with N = %ld it takes more than one tile (N > BR or N > BC)\n", e.max_abs, u->BR, u->BC,
                    one.max_abs, u->N);
-        return e.n_bad > 0 && one.n_bad == 0 ? EXIT_OK : EXIT_FAIL;
+        return shown ? EXIT_OK : EXIT_FAIL;
     }
     /* The far key: rows N/2.. point at key 0 alone, so the largest score of the row is also the most biased. */
     Err far0, far = alibi_run(u, INPUTS_FAR_KEY, brk, fp16, u->BR, u->BC, &far0, NULL, NULL);
@@ -256,7 +263,9 @@ static int run_alibi(const Setup *u, int brk, int fp16)
     Err wide0, wide = alibi_run(&w, INPUTS_FAR_KEY, brk, fp16, u->BR, u->BC, &wide0, NULL, NULL);
     printf("  the same with H = 8 (head 0's slope 1/2): bias in the right place %s; --break %s %zu of %zu outputs "
            "inf/NaN\n", fmt_err(&wide0, ib, sizeof ib), break_names[brk], wide.n_nonfinite, wide.n);
-    if (far.n_nonfinite || wide.n_nonfinite)
+    const int shown = e.n_bad == 0 && in0.n_bad == 0 && far0.n_bad == 0 && wide0.n_bad == 0 &&
+                      (far.n_nonfinite || wide.n_nonfinite);
+    if (shown)
         printf("answer: ALiBi's bias added after m_tile is right on random inputs (max abs %.1e): the bias is never "
                "positive, so the unbiased max still bounds every exponent from above and nothing overflows. It fails by "
                "underflow, when the row's largest score sits at a far key (bias -slope |i - j|): every "
@@ -265,11 +274,17 @@ static int run_alibi(const Setup *u, int brk, int fp16)
                "positive would overflow instead. Before m_tile, m is the max of what is exponentiated\n", e.max_abs,
                far.n_nonfinite, u->H, alibi_slope(0, u->H), alibi_slope(0, u->H) * (double)(u->N - 1), u->N - 1,
                wide.n_nonfinite, alibi_slope(0, 8) * (double)(u->N - 1));
+    else if (in0.n_bad || far0.n_bad || wide0.n_bad)
+        printf("answer: none: the bias in the right place is itself wrong here (max abs %.1e, %.1e, %.1e), so nothing "
+               "can be said of the break\n", in0.max_abs, far0.max_abs, wide0.max_abs);
+    else if (e.n_bad)
+        printf("answer: ALiBi's bias added after m_tile is wrong on random inputs already (max abs %.1e): that is not "
+               "this break's signature, which is right there and fails only by underflow at a far key\n", e.max_abs);
     else
         printf("answer: ALiBi's bias added after m_tile did not fail here (max abs %.1e on random inputs, no inf/NaN at "
                "the far key): at N = %ld the largest bias is -%.0f with H = 8, not enough to underflow every term of a "
                "row (e^-103 in fp32); a longer --seq shows it\n", e.max_abs, u->N, alibi_slope(0, 8) * (double)(u->N - 1));
-    return e.n_bad == 0 && wide.n_nonfinite > 0 && far0.n_bad == 0 && wide0.n_bad == 0 ? EXIT_OK : EXIT_FAIL;
+    return shown ? EXIT_OK : EXIT_FAIL;
 }
 
 /* Each wrong place of the modifier, through the diagnosis, which must name it. */
