@@ -15,6 +15,9 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
+
+#include "tc.cuh"
 
 /* Delta [BH, Npad] = rowsum(dO o O) in fp32 (0 on the rows N..Npad-1 that
  * pad the last row tile); lse2 [BH, Npad] (may be NULL) = L log2(e), the
@@ -38,6 +41,33 @@ __device__ __forceinline__ void red_add2(float *p, float a, float b)
     atomicAdd(p, a);
     atomicAdd(p + 1, b);
 #endif
+}
+
+/* The softmax recomputed and its gradient on four elements of a key-major
+ * tile (bwd_mma.cuh, bwd_wgmma.cuh): s[e], dp[e] of keys key0 + 8 (e / 2)
+ * and queries qry + e % 2, whose L log2 e and Delta are lse, dl (.x: query
+ * qry, .y: qry + 1). Returns p^T and ds^T packed as the two A-fragment
+ * registers of those keys: pa[0], ds[0] key key0, pa[1], ds[1] key key0 + 8.
+ * Masks (need_mask: this warp's keys can be hidden here): keys past N, and
+ * causal, keys after the query, absolute indices (the forward's mask). */
+template <typename T>
+__device__ __forceinline__ void bwd_p_ds4(const float *s, const float *dp, float2 lse, float2 dl, float scale_log2,
+                                          bool need_mask, long key0, long qry, long N, int causal, uint32_t *pa,
+                                          uint32_t *dsa)
+{
+    float p[4], ds[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        /* p = e^(s / sqrt(D) - L) = 2^(s scale_log2 - L log2 e): one FFMA, one ex2 (kernel 9's fold) */
+        p[e] = ex2(fmaf(s[e], scale_log2, -(e % 2 ? lse.y : lse.x)));
+        if (need_mask) {
+            const long key = key0 + 8 * (e / 2), q = qry + e % 2;
+            if (key >= N || (causal && key > q)) p[e] = 0.0f;
+        }
+        ds[e] = p[e] * (dp[e] - (e % 2 ? dl.y : dl.x));          // ds = p o (dp - Delta_i)
+    }
+    pa[0] = pack2<T>(p[0], p[1]), pa[1] = pack2<T>(p[2], p[3]);
+    dsa[0] = pack2<T>(ds[0], ds[1]), dsa[1] = pack2<T>(ds[2], ds[3]);
 }
 
 #endif

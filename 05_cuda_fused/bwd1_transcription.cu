@@ -192,17 +192,9 @@ static int launch_d(const float *q, const float *k, const float *v, const float 
                     float *dq, float *dk, float *dv, float *delta, long B, long H, long N, int causal, cudaStream_t s)
 {
     using SM = B1Smem<D>;
-    int dev = 0, limit = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (SM::bytes > (size_t)limit) {
-        fprintf(stderr, "%s: backward kernel 1 at D=%d needs %zu bytes of shared memory, the device allows %d\n", g_prog, D,
-                SM::bytes, limit);
-        return -1;
-    }
+    if (smem_opt_in(bwd1_transcription<D>, SM::bytes, "backward kernel", 1, D)) return -1;
     /* Delta_i = dO_i . O_i and dQ = 0, for every row, before the loop (bwd_prep.cu). */
     if (bwd_preprocess(o, dO, L, delta, NULL, dq, B * H, N, N, D, DT_FP32, s) != 0) return -1;
-    CUDA_CHECK(cudaFuncSetAttribute(bwd1_transcription<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SM::bytes));
     const long kv_tiles = (N + B1_BC - 1) / B1_BC;
     bwd1_transcription<D><<<(unsigned)(B * H * kv_tiles), B1_THREADS, SM::bytes, s>>>(q, k, v, dO, L, delta, dq, dk, dv, N,
                                                                                      kv_tiles, causal);

@@ -211,21 +211,9 @@ bwd_mma(const T *__restrict__ Q,           // [B, H, N, D]
         for (int n = 0; n < BR / 8; n++) {
             const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * n + 2 * t);
             const float2 dl = *reinterpret_cast<const float2 *>(dl_s + 8 * n + 2 * t);
-            float p[4], ds[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                /* p = e^(s / sqrt(D) - L) = 2^(s scale_log2 - L log2 e): one FFMA, one ex2 (kernel 9's fold) */
-                p[e] = ex2(fmaf(s[n][e], scale_log2, -(e % 2 ? lse.y : lse.x)));
-                if (need_mask) {
-                    const long key = key0 + 8 * (e / 2), qry = i0 + 8 * n + 2 * t + e % 2;
-                    if (key >= N || (causal && key > qry)) p[e] = 0.0f;  // the forward's mask, absolute indices
-                }
-                ds[e] = p[e] * (dp[n][e] - (e % 2 ? dl.y : dl.x));       // ds = p o (dp - Delta_i)
-            }
-            pa[n / 2][(n % 2) * 2 + 0] = pack2<T>(p[0], p[1]);    // key row g:   a0 (n even) / a2 (n odd)
-            pa[n / 2][(n % 2) * 2 + 1] = pack2<T>(p[2], p[3]);    // key row g+8: a1 / a3
-            dsa[n / 2][(n % 2) * 2 + 0] = pack2<T>(ds[0], ds[1]);
-            dsa[n / 2][(n % 2) * 2 + 1] = pack2<T>(ds[2], ds[3]);
+            /* key rows g, g+8: a0, a1 of the A fragment for n even, a2, a3 for n odd */
+            bwd_p_ds4<T>(s[n], dp[n], lse, dl, scale_log2, need_mask, key0, i0 + 8 * n + 2 * t, N, causal,
+                         &pa[n / 2][(n % 2) * 2], &dsa[n / 2][(n % 2) * 2]);
         }
 
         /* dV_w += p^T dO_i and dK_w += ds^T Q_i: k = the row tile's BR queries,
@@ -335,18 +323,10 @@ static int bwd_mma_launch_dt(int id, const void *q, const void *k, const void *v
                              int causal, cudaStream_t s)
 {
     using C = BwdMma<D, WARPS, ONE_SYNC>;
-    int dev = 0, limit = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (C::bytes > (size_t)limit) {
-        fprintf(stderr, "%s: backward kernel %d at D=%d needs %zu bytes of shared memory, the device allows %d\n", g_prog, id,
-                D, C::bytes, limit);
-        return -1;
-    }
+    if (smem_opt_in(bwd_mma<D, T, WARPS, ONE_SYNC>, C::bytes, "backward kernel", id, D)) return -1;
     const long Npad = bwd_mma_npad(N), BH = B * H;
     float *delta = (float *)ws, *lse2 = delta + BH * Npad, *dq_acc = lse2 + BH * Npad;
     if (bwd_preprocess(o, dout, L, delta, lse2, dq_acc, BH, N, Npad, D, dtype, s) != 0) return -1;
-    CUDA_CHECK(cudaFuncSetAttribute(bwd_mma<D, T, WARPS, ONE_SYNC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::bytes));
     const long kv_tiles = (N + C::BC - 1) / C::BC;
     const float scale = 1.0f / sqrtf((float)D), scale_log2 = 1.4426950408889634f * scale;
     bwd_mma<D, T, WARPS, ONE_SYNC><<<(unsigned)(BH * kv_tiles), C::THREADS, C::bytes, s>>>(

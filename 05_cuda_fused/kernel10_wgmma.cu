@@ -282,11 +282,7 @@ template <int D, typename T> struct K10Launch {
 static int k10_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
                       int causal, void *stream)
 {
-    const char *why = wgmma_unavailable();
-    if (why) {
-        fprintf(stderr, "%s: %s\n", g_prog, why);
-        return -1;
-    }
+    if (wgmma_refused()) return -1;
     return tc_launch<K10Launch>(10, q, k, v, o, B, H, N, D, dtype, causal, stream);
 }
 

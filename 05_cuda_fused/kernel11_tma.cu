@@ -238,14 +238,7 @@ static int launch_dt(const void *q, const void *k, const void *v, void *o, float
     using S = K11Smem<D>;
     static KvMaps maps;                           // K and V for the copy engine (tma_map.cuh)
     if (maps.get(k, v, B * H, N, D, S::BC, dtype, "kernel 11")) return -1;
-    int dev = 0, limit = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (S::bytes > (size_t)limit) {
-        fprintf(stderr, "%s: kernel 11 at D=%d needs %zu bytes of shared memory, the device allows %d\n", g_prog, D, S::bytes, limit);
-        return -1;
-    }
-    CUDA_CHECK(cudaFuncSetAttribute(kernel11_tma<D, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)S::bytes));
+    if (smem_opt_in(kernel11_tma<D, T>, S::bytes, "kernel", 11, D)) return -1;
     const long row_tiles = (N + K11_BR - 1) / K11_BR;
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
     kernel11_tma<D, T><<<(unsigned)(B * H * row_tiles), K11_WARPS * 32, S::bytes, s>>>(
@@ -258,11 +251,7 @@ static int k11_launch_l(const void *q, const void *k, const void *v, void *o, fl
                         int dtype, int causal, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
-    const char *why = wgmma_unavailable();
-    if (why) {
-        fprintf(stderr, "%s: %s\n", g_prog, why);
-        return -1;
-    }
+    if (wgmma_refused()) return -1;
     if (dtype == DT_FP16 && D == 64) return launch_dt<64, __half>(q, k, v, o, Lp, B, H, N, dtype, causal, s);
     if (dtype == DT_FP16 && D == 128) return launch_dt<128, __half>(q, k, v, o, Lp, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 64) return launch_dt<64, __nv_bfloat16>(q, k, v, o, Lp, B, H, N, dtype, causal, s);

@@ -208,16 +208,7 @@ static int launch_d(const float *q, const float *k, const float *v, float *o, fl
                     long H, long N, int causal, cudaStream_t s)
 {
     using SM = K2Smem<D>;
-    int dev = 0, limit = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (SM::bytes > (size_t)limit) {
-        fprintf(stderr, "%s: kernel 2 at D=%d needs %zu bytes of shared memory, the device allows %d per block\n", g_prog,
-                D, SM::bytes, limit);
-        return -1;
-    }
-    /* Above 48 KB a kernel must opt in to its dynamic shared memory. */
-    CUDA_CHECK(cudaFuncSetAttribute(kernel2_smem_tiles<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SM::bytes));
+    if (smem_opt_in(kernel2_smem_tiles<D>, SM::bytes, "kernel", 2, D)) return -1;
     const long row_tiles = (N + K2_BR - 1) / K2_BR;
     kernel2_smem_tiles<D><<<(unsigned)(B * H * row_tiles), K2_THREADS, SM::bytes, s>>>(q, k, v, o, Lp, slope, N, row_tiles, causal);
     CUDA_CHECK_LAST();

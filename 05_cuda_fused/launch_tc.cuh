@@ -70,15 +70,7 @@ static int tc_launch_dt(int id, const void *q, const void *k, const void *v, voi
                         long B, long H, long N, int causal, cudaStream_t s)
 {
     const size_t bytes = L<D, T>::bytes;
-    int dev = 0, limit = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (bytes > (size_t)limit) {
-        fprintf(stderr, "%s: kernel %d at D=%d needs %zu bytes of shared memory, the device allows %d\n", g_prog, id, D,
-                bytes, limit);
-        return -1;
-    }
-    CUDA_CHECK(cudaFuncSetAttribute(L<D, T>::fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    if (smem_opt_in(L<D, T>::fn, bytes, "kernel", id, D)) return -1;
     const long row_tiles = (N + L<D, T>::br - 1) / L<D, T>::br;
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
     tc_call<T>(L<D, T>::fn, (unsigned)(B * H * row_tiles), L<D, T>::threads, bytes, s, (const T *)q, (const T *)k,

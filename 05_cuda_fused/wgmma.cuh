@@ -29,7 +29,10 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <type_traits>
+
+#include "common.h"
 
 /* The shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"):
  * bits 0-13 start address >> 4, 16-29 leading-dimension byte offset >> 4,
@@ -52,6 +55,13 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t smem_addr, uint32_t lbo_b
 /* NULL when this binary's sm_90a code runs on this GPU, else one line why not
  * (defined in kernel10_wgmma.cu, which reports itself unavailable with it). */
 const char *wgmma_unavailable(void);
+/* 0 when it runs, else -1 after that line (the launchers' first test). */
+static inline int wgmma_refused(void)
+{
+    const char *why = wgmma_unavailable();
+    if (why) fprintf(stderr, "%s: %s\n", g_prog, why);
+    return why ? -1 : 0;
+}
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -124,6 +134,46 @@ __device__ __forceinline__ void wgmma_m64n128k16(float *d, const uint32_t *a, ui
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(scale_d));
 }
 
+/* D[64 x N] = A[64 x 16] B[16 x N] + (scale_d ? D : 0) with BOTH operands read
+ * from shared memory by descriptor (backward kernel 5, whose A operands K_j,
+ * V_j and dS^T are tiles in shared memory, not fragments a thread holds);
+ * TRANS_A, TRANS_B = 0: K-major, 1: MN-major (16-bit types only). N = 64, 128. */
+template <typename T, int N, int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void wgmma_ss(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d)
+{
+    static_assert(N == 64 || N == 128, "wgmma_ss: N = 64 or 128");
+    constexpr bool H = std::is_same<T, __half>::value;
+    if constexpr (N == 64 && H)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %36, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_D64 ", %32, %33, p, 1, 1, %34, %35;\n}\n"
+                     : WGMMA_OPS64(WGMMA_RW)
+                     : "l"(desc_a), "l"(desc_b), "n"(TRANS_A), "n"(TRANS_B), "r"(scale_d));
+    else if constexpr (N == 64)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %36, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WGMMA_D64 ", %32, %33, p, 1, 1, %34, %35;\n}\n"
+                     : WGMMA_OPS64(WGMMA_RW)
+                     : "l"(desc_a), "l"(desc_b), "n"(TRANS_A), "n"(TRANS_B), "r"(scale_d));
+    else if constexpr (H)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_D128 ", %64, %65, p, 1, 1, %66, %67;\n}\n"
+                     : WGMMA_OPS128(WGMMA_RW)
+                     : "l"(desc_a), "l"(desc_b), "n"(TRANS_A), "n"(TRANS_B), "r"(scale_d));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %68, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_D128 ", %64, %65, p, 1, 1, %66, %67;\n}\n"
+                     : WGMMA_OPS128(WGMMA_RW)
+                     : "l"(desc_a), "l"(desc_b), "n"(TRANS_A), "n"(TRANS_B), "r"(scale_d));
+}
+
+/* The register-A product at either N (kernel 12's two calls, by N). */
+template <typename T, int N, int TRANS_B>
+__device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t desc_b, int scale_d)
+{
+    static_assert(N == 64 || N == 128, "wgmma_rs: N = 64 or 128");
+    if constexpr (N == 64) wgmma_m64n64k16<T, TRANS_B>(d, a, desc_b, scale_d);
+    else wgmma_m64n128k16<T, TRANS_B>(d, a, desc_b, scale_d);
+}
+
 /* --- the copy engine (TMA) and the mbarrier that counts its bytes (kernel 11) ---
  * An mbarrier is a 64-bit counter in shared memory. mbar_expect_tx arrives on
  * it (count 1) and says how many bytes the copies will deliver; each
@@ -168,5 +218,19 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void *tmap, int 
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
                  ::"r"(dst), "l"(reinterpret_cast<uint64_t>(tmap)), "r"(x), "r"(y), "r"(z), "r"(bar) : "memory");
 }
+
+/* The copy engine adding: global dst[i] += shared src[i] for bytes / 4
+ * floats (a multiple of 16 bytes), done by the copy engine, which reads src
+ * and adds into L2 (backward kernel 5's dQ). Tracked in this thread's bulk
+ * groups: commit, then wait until the engine has read src (before src is
+ * written again) or until the sums are done. */
+__device__ __forceinline__ void bulk_reduce_add_f32(float *dst, uint32_t src, int bytes)
+{
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                 ::"l"(dst), "r"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 #endif

@@ -1,0 +1,46 @@
+/*
+ * Backward kernel 6: backward kernel 5 with dQ added by the copy engine.
+ *
+ * What changes over backward kernel 5 (one idea: hand dQ's additions to the
+ * TMA, as FlashAttention-3 does). In kernel 5 each consumer thread adds its
+ * share of the 64 x 64 dQ part with 16 red.global.add.v2 per row tile: 2048
+ * eight-byte atomics per warpgroup, each its own request to L2, issued by the
+ * threads that should be computing. Here each warp writes its 16 rows of the
+ * part to shared memory (fp32, rows padded to 72 floats: the float2 stores
+ * of a half-warp hit 32 banks), and 16 of its lanes each issue one
+ * cp.reduce.async.bulk .add.f32 of a 256-byte row: 16 requests per warp, the
+ * additions done in L2 by the copy engine while the warp goes on. The
+ * buffer is reused at the next row tile once the engine has read it
+ * (cp.async.bulk.wait_group.read: long done by then), and the kernel waits
+ * for its last additions before it exits.
+ *
+ * What it costs: 36 KB more shared memory (203.8 KB at D = 64, 202.8 KB at
+ * D = 128), the stores, a fence.proxy.async and a __syncwarp per row tile.
+ *
+ * Measured on the H100 80GB HBM3 (./step05 --bench --backward --dtype fp16,
+ * N = 4096, interleaved with kernel 5, median of 5, 2026-11-23): 315.7
+ * TFLOP/s at D = 64 against kernel 5's 291.1 (+8%), but 361.7 at D = 128
+ * against 380.6 (-5%): where the additions were the bottleneck it pays, and
+ * at D = 128 (the same bytes of dQ per row tile, the two warpgroups' halves
+ * of each row side by side) it loses, not understood (not profiled).
+ * (Causal: README.md.)
+ */
+#include "bwd_wgmma.cuh"
+
+static int b6_launch(const void *q, const void *k, const void *v, const void *o, const void *dout, const float *L,
+                     void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D, int dtype, int causal,
+                     void *stream)
+{
+    return bwd_wgmma_launch<true>(6, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype, causal, stream);
+}
+
+static void b6_describe(long D, int dtype, char *buf, size_t n)
+{
+    (void)dtype;
+    bwd_wgmma_describe<true>(D, buf, n);
+}
+
+static const BackwardKernel bwd6 = {6, "bulk dQ", "kernel 5 with dQ added by the copy engine (bulk reduce-add from shared memory)",
+                                    (1u << DT_FP16) | (1u << DT_BF16), bwd_wgmma_supports, bwd_wgmma_workspace, b6_launch,
+                                    b6_describe, wgmma_unavailable, 0};
+BWD_REGISTER(bwd6);

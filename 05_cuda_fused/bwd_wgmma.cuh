@@ -1,0 +1,399 @@
+/*
+ * bwd_wgmma.cuh: the Hopper backward of backward kernels 5 and 6
+ * (FlashAttention-3's scheme: wgmma, the TMA, warp specialisation), written
+ * once; the files set its one parameter (how dQ's part leaves the block) and
+ * say what it changes. Built only for sm_90a, like forward kernels 10-14.
+ *
+ * One block owns a K/V tile of BC = 128 keys and walks the row tiles, as
+ * bwd_mma.cuh's kernels do (flash_backward.c's loops: K/V tile outside, row
+ * tiles inside). It has three warpgroups:
+ *   - a producer (one thread issues, the rest idle): K_j and V_j once, then
+ *     Q_i and dO_i by tensor map (kernel 11's TMA, 128-byte swizzle) into a
+ *     2-stage ring on mbarriers full/empty (kernel 12's ring);
+ *   - two consumers, 64 keys each (wgmma's M = 64 rows), that only compute.
+ * setmaxnreg gives the producer 24 registers and each consumer 240 (kernel
+ * 12's split of the block's 384 x 168).
+ *
+ * A consumer warpgroup's five products per row tile, each one wgmma per k step
+ * (wgmma.cuh: SS = both operands from shared memory, RS = A from registers):
+ *
+ *     s^T  = K_w Q_i^T       SS  A = K_w, B = Q_i, both K-major (k = head dim)  [64 keys x BR]
+ *     dp^T = V_w dO_i^T      SS  A = V_w, B = dO_i                              [64 keys x BR]
+ *     p^T  = 2^(s^T scale_log2 - L_i log2 e),  ds^T = p^T o (dp^T - Delta_i)   (registers, fp32)
+ *     dV_w += p^T dO_i       RS  A = p^T, B = dO_i MN-major (k = queries)      [64 keys x D]
+ *     dK_w += ds^T Q_i       RS  A = ds^T, B = Q_i MN-major
+ *     dQ_i += ds K_j         SS  A = ds^T in shared memory read MN-major (so it is ds),
+ *                                B = K_j MN-major (k = keys); a 64 x 64 part per warpgroup
+ *
+ * Key-major, as in bwd_mma.cuh: p^T and ds^T come out of the first two
+ * products as accumulators whose layout is that of an A operand (wgmma.cuh),
+ * so they feed dV and dK from registers; dK_w and dV_w stay in registers for
+ * the whole walk. The same swizzled tile of Q_i (dO_i, K_j) is a K-major
+ * operand in one product and an MN-major one in another: only the descriptor
+ * differs, as K_j and V_j in the forward. No ldmatrix is left: kernels 2-4
+ * re-read the whole Q_i and dO_i tile through ldmatrix for every 16 keys,
+ * twice; here the tensor cores read each tile from shared memory once per
+ * 64 keys and product.
+ *
+ * Row tiles: BR = 128 queries at D = 64, where dQ_i's [128 x 64] splits into
+ * two 64-query halves (warpgroup w: queries 64 w.., the ds^T column block w);
+ * BR = 64 at D = 128, where dK_w and dV_w already hold 128 registers and
+ * dQ_i's [64 x 128] splits into two 64-column halves (warpgroup w: columns
+ * 64 w.., K_j's column block w). Either way each warpgroup's dQ part is one
+ * 64 x 64 product over the 128 keys.
+ *
+ * ds^T goes to shared memory in the swizzled layout the tensor cores read
+ * (keys down, 64 queries per 128-byte row), and both warpgroups' halves must
+ * be in before either reads it for dQ: one named barrier (bar.sync 1, 256:
+ * the consumers only) per row tile, and ds^T double-buffered as in kernel 4,
+ * so that it is the only one.
+ *
+ * dQ: the part is added into an fp32 accumulator that other blocks add into
+ * at the same time (bwd_mma.cuh says why atomics and not a second pass, and
+ * that dQ is then not bit-identical run to run): BULK = false (kernel 5)
+ * with red.global.add.v2 from registers, BULK = true (kernel 6) through
+ * shared memory and the copy engine's bulk reduce-add.
+ *
+ * Order: blocks go head by head (the head's K/V tiles in order), causal too,
+ * where kernels 2-4 go K/V tile by K/V tile across all heads (tile 0, the
+ * longest, first everywhere). Head by head, the blocks that run together
+ * share their head's Q_i, dO_i and dQ_i rows in L2; the longest tile of each
+ * head still starts first among its head's. Measured causal (kernel 6 both
+ * ways, ./step05 --bench --backward --dtype fp16 --causal, one run, H100):
+ * +28% at N = 4096, D = 64 (300.4 against 234.5 TFLOP/s), +41% at N = 2048,
+ * D = 128 (298.2 against 211.6); -1% to -4% at N >= 8192, D = 128.
+ *
+ * Masks as in bwd_mma.cuh: keys past N arrive as zero rows (the TMA's fill)
+ * and get p = 0; queries past N arrive as zeros with L = +inf (bwd_prep.cu),
+ * so p = 0; the causal mask only in the row tiles that cross this warpgroup's
+ * diagonal, and row tiles before the one holding key j0 skipped.
+ */
+#ifndef BWD_WGMMA_CUH
+#define BWD_WGMMA_CUH
+
+#include <cmath>
+
+#include "bwd.cuh"
+#include "gpu.cuh"
+#include "kernels.h"
+#include "tc.cuh"
+#include "tma_map.cuh"
+#include "wgmma.cuh"
+
+// --- the kernel ------------------------------------------------------------------
+
+template <int D, bool BULK> struct BwdWg {
+    static constexpr int NWG = 2, BC = 64 * NWG;          // consumer warpgroups, 64 keys each
+    static constexpr int BR = D == 64 ? 128 : 64;          // queries per row tile
+    static constexpr int STAGES = 2;
+    static constexpr int THREADS = 128 * (NWG + 1);        // + the producer warpgroup
+    static constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;
+    static constexpr int KV_TILE = BC * D * 2;             // K_j or V_j, bytes: [D/64][BC][64], 128-byte swizzle
+    static constexpr int ROW_TILE = BR * D * 2;            // Q_i or dO_i: [D/64][BR][64]
+    static constexpr int DS_TILE = BC * BR * 2;            // ds^T: [BR/64][BC][64] (keys down, queries along)
+    static constexpr int VEC = BR * 4;                     // L_i log2 e or Delta_i, bytes
+    /* offsets from the 1024-aligned base */
+    static constexpr int OFF_K = 0, OFF_V = KV_TILE, OFF_Q = 2 * KV_TILE;     // Q stage s at OFF_Q + 2 s ROW_TILE, dO after it
+    static constexpr int OFF_DS = OFF_Q + 2 * STAGES * ROW_TILE;                // ds^T buffer b at OFF_DS + b DS_TILE
+    static constexpr int OFF_VEC = OFF_DS + 2 * DS_TILE;                        // L of row tile it at OFF_VEC + 2 (it % 2) VEC, Delta after it
+    static constexpr int DQ_LD = 72;                                            // dQ part's row pitch in floats (conflict-free float2 stores)
+    static constexpr int OFF_DQ = OFF_VEC + 2 * 2 * VEC;                        // BULK: [NWG][64][DQ_LD] fp32
+    static constexpr int OFF_BAR = OFF_DQ + (BULK ? NWG * 64 * DQ_LD * 4 : 0);  // kv_full, full[STAGES], empty[STAGES]
+    static constexpr size_t bytes = OFF_BAR + 8 * (1 + 2 * STAGES) + 1024;     /* + alignment */
+    static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
+};
+
+template <int D, typename T, bool BULK>
+__global__ void __launch_bounds__(BwdWg<D, BULK>::THREADS, 1)
+bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf past N (bwd_prep.cu)
+           const float *__restrict__ delta,   // [B, H, Npad] Delta = dO . O, 0 past N
+           float *__restrict__ dq_acc,        // [B, H, N, D] fp32, zeroed, summed into
+           T *__restrict__ dK,                // [B, H, N, D]
+           T *__restrict__ dV,                // [B, H, N, D]
+           long N, long Npad, long kv_tiles, int causal, float scale_log2, float scale,
+          const __grid_constant__ CUtensorMap tm_k,   // K, V: boxes of BC keys
+           const __grid_constant__ CUtensorMap tm_v,
+           const __grid_constant__ CUtensorMap tm_q,   // Q, dO: boxes of BR queries
+           const __grid_constant__ CUtensorMap tm_do)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using C = BwdWg<D, BULK>;
+    constexpr int BC = C::BC, BR = C::BR, STAGES = C::STAGES;
+    extern __shared__ unsigned char smem_raw[];
+    const uint32_t raw_addr = (uint32_t)__cvta_generic_to_shared(smem_raw);
+    const uint32_t base = (raw_addr + 1023) & ~1023u;           // 1024-aligned for the swizzle
+    unsigned char *base_ptr = smem_raw + (base - raw_addr);     // the same, for the threads' own loads and stores
+    const uint32_t kv_full = base + C::OFF_BAR, full = kv_full + 8, empty = full + 8 * STAGES;
+
+    /* Head by head, causal or not (the head's K/V tiles in order, tile 0, the
+     * longest when causal, first): the blocks running together share their
+     * head's Q, dO and dQ rows in L2. Not kernels 2-4's causal order. */
+    const long bh = blockIdx.x / kv_tiles, jt = blockIdx.x % kv_tiles;
+    const long j0 = jt * BC;
+    const long i_begin = causal ? j0 / BR * BR : 0;   // the row tile holding row j0; those before see none of these keys
+
+    if (threadIdx.x == 0) {
+        mbar_init(kv_full, 1);
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(full + 8 * s, 1);
+            mbar_init(empty + 8 * s, 4 * C::NWG);    // one arrival per consumer warp
+        }
+        fence_mbar_init();
+    }
+    __syncthreads();                              // the only block-wide barrier
+
+    if (threadIdx.x < 128) {
+        /* The producer: K_j and V_j once, then the row tiles into the ring. */
+        setmaxnreg_dec<C::REG_PRODUCER>();
+        if (threadIdx.x == 0) {
+            mbar_expect_tx(kv_full, 2 * C::KV_TILE);
+#pragma unroll
+            for (int blk = 0; blk < D / 64; blk++) {
+                tma_load_3d(base + C::OFF_K + blk * BC * 128, &tm_k, blk * 64, (int)j0, (int)bh, kv_full);
+                tma_load_3d(base + C::OFF_V + blk * BC * 128, &tm_v, blk * 64, (int)j0, (int)bh, kv_full);
+            }
+            long it = 0;
+            for (long i0 = i_begin; i0 < N; i0 += BR, it++) {
+                const int s = (int)(it % STAGES), use = (int)((it / STAGES) & 1);
+                mbar_wait(empty + 8 * s, use ^ 1);   // first use of a stage: passes at once
+                const uint32_t q_dst = base + C::OFF_Q + 2 * s * C::ROW_TILE;
+                mbar_expect_tx(full + 8 * s, 2 * C::ROW_TILE);
+#pragma unroll
+                for (int blk = 0; blk < D / 64; blk++) {
+                    tma_load_3d(q_dst + blk * BR * 128, &tm_q, blk * 64, (int)i0, (int)bh, full + 8 * s);
+                    tma_load_3d(q_dst + C::ROW_TILE + blk * BR * 128, &tm_do, blk * 64, (int)i0, (int)bh, full + 8 * s);
+                }
+            }
+        }
+        return;
+    }
+    setmaxnreg_inc<C::REG_CONSUMER>();
+
+    const int wg = threadIdx.x / 128 - 1, wiw = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const long kw0 = j0 + 64 * wg;                // this warpgroup's 64 keys
+    const long key0 = kw0 + 16 * wiw + g;         // this lane's keys: key0 (accumulator rows g) and key0 + 8
+    const uint32_t k_w = base + C::OFF_K + 64 * wg * 128, v_w = base + C::OFF_V + 64 * wg * 128;  // K_w, V_w: rows 64 wg..
+    /* dQ_i's share of this warpgroup: 64 queries (D = 64: queries 64 wg.., the
+     * ds^T column block wg) x 64 head-dim columns (D = 128: columns 64 wg..,
+     * K_j's column block wg). */
+    constexpr int QB = BR / 64, DB = D / 64;
+    const int qblk = QB == 2 ? wg : 0, dblk = DB == 2 ? wg : 0;
+
+    float dk[D / 2], dv[D / 2];                   // dK_w, dV_w: 64 keys x D per warpgroup, fp32, for the whole walk
+#pragma unroll
+    for (int n = 0; n < D / 2; n++) dk[n] = dv[n] = 0.0f;
+
+    /* L_i log2 e and Delta_i (BR floats each) reach shared memory through the
+     * consumers, one float per thread: loaded from global at the top of row
+     * tile i - 1 (its latency hides behind that tile's products), stored
+     * before its named barrier, read after it, in tile i; two buffers
+     * (row tile it in buffer it % 2). The copy engine could bring them with
+     * the tiles, but the consumers read them with ordinary loads, and then
+     * only the mbarrier orders the engine's writes and those reads, which
+     * compute-sanitizer's racecheck does not follow: it reported a race on
+     * every one. The named barrier it does follow. */
+    const int ct = threadIdx.x - 128;             // consumer thread 0..255
+    float *vec_s = reinterpret_cast<float *>(base_ptr + C::OFF_VEC);
+    const float *lse_h = lse2 + bh * Npad, *dl_h = delta + bh * Npad;
+    auto vec_load = [&](long i0) { return ct < 2 * BR ? (ct < BR ? lse_h : dl_h)[i0 + ct % BR] : 0.0f; };
+    auto vec_store = [&](long it, float x) { if (ct < 2 * BR) vec_s[(it & 1) * 2 * BR + ct] = x; };
+    vec_store(0, vec_load(i_begin));
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+
+    mbar_wait(kv_full, 0);                        // K_j, V_j have landed
+    long it = 0;
+    for (long i0 = i_begin; i0 < N; i0 += BR, it++) {
+        const int st = (int)(it % STAGES), use = (int)((it / STAGES) & 1);
+        const uint32_t q_s = base + C::OFF_Q + 2 * st * C::ROW_TILE, do_s = q_s + C::ROW_TILE;
+        const uint32_t ds_s = base + C::OFF_DS + (int)(it & 1) * C::DS_TILE;
+        const float *lse_s = vec_s + (it & 1) * 2 * BR, *dl_s = lse_s + BR;
+        const float vec_next = i0 + BR < N ? vec_load(i0 + BR) : 0.0f;   // the next row tile's, in flight
+        mbar_wait(full + 8 * st, use);            // Q_i, dO_i have landed
+
+        /* s^T = K_w Q_i^T and dp^T = V_w dO_i^T: k = the head dim, 4 steps per 64 columns (32 bytes each). */
+        float s[BR / 2], dp[BR / 2];
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const int off_kv = (ks / 4) * BC * 128 + (ks % 4) * 32, off_q = (ks / 4) * BR * 128 + (ks % 4) * 32;
+            wgmma_ss<T, BR, 0, 0>(s, make_desc(k_w + off_kv, 16, 1024), make_desc(q_s + off_q, 16, 1024), ks > 0);
+        }
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const int off_kv = (ks / 4) * BC * 128 + (ks % 4) * 32, off_q = (ks / 4) * BR * 128 + (ks % 4) * 32;
+            wgmma_ss<T, BR, 0, 0>(dp, make_desc(v_w + off_kv, 16, 1024), make_desc(do_s + off_q, 16, 1024), ks > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+
+        /* p^T and ds^T: element 4 n + e is key key0 + 8 (e / 2), query i0 + 8 n + 2 t + e % 2. */
+        const bool need_mask = kw0 + 64 > N || (causal && i0 < kw0 + 63);
+        uint32_t pa[BR / 16][4], dsa[BR / 16][4];  // p^T, ds^T as A fragments (k = queries)
+#pragma unroll
+        for (int n = 0; n < BR / 8; n++) {
+            const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * n + 2 * t);
+            const float2 dl = *reinterpret_cast<const float2 *>(dl_s + 8 * n + 2 * t);
+            bwd_p_ds4<T>(s + 4 * n, dp + 4 * n, lse, dl, scale_log2, need_mask, key0, i0 + 8 * n + 2 * t, N, causal,
+                         &pa[n / 2][(n % 2) * 2], &dsa[n / 2][(n % 2) * 2]);
+        }
+
+        /* ds^T to shared memory in the swizzled layout (keys down, 64 queries
+         * per 128-byte row, 16-byte chunk c of row r at c ^ (r % 8)): key row
+         * r = 64 wg + 16 wiw + g (+8), query 8 n + 2 t: column block n / 8,
+         * chunk n % 8, bytes 4 t in it. The 32 lanes hit 32 banks. */
+#pragma unroll
+        for (int n = 0; n < BR / 8; n++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int r = 64 * wg + 16 * wiw + g + 8 * h;
+                const int off = (n / 8) * BC * 128 + r * 128 + (((n % 8) ^ (r % 8)) * 16) + 4 * t;
+                *reinterpret_cast<uint32_t *>(base_ptr + (ds_s - base) + off) = dsa[n / 2][(n % 2) * 2 + h];
+            }
+        fence_proxy_async();                      // the threads' stores, read next by the tensor cores
+
+        /* dV_w += p^T dO_i, dK_w += ds^T Q_i: k = the BR queries, 16 rows (2048 bytes) per step. */
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < BR / 16; ks++) {
+            wgmma_rs<T, D, 1>(dv, pa[ks], make_desc(do_s + ks * 2048, BR * 128, 1024), 1);
+            wgmma_rs<T, D, 1>(dk, dsa[ks], make_desc(q_s + ks * 2048, BR * 128, 1024), 1);
+        }
+        wgmma_commit();
+        vec_store(it + 1, vec_next);
+
+        /* Both warpgroups' ds^T are in (named barrier 1, the 256 consumer
+         * threads), and the next row tile's L and Delta. The other buffers
+         * are free: nobody gets to this point of the next row tile before
+         * everyone has finished this one's dQ (and read this one's L, Delta). */
+        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+
+        /* dQ_i += ds_tile K_j, this warpgroup's 64 x 64 of it: k = the BC keys. */
+        float dq[32];
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < BC / 16; ks++)
+            wgmma_ss<T, 64, 1, 1>(dq, make_desc(ds_s + qblk * BC * 128 + ks * 2048, BC * 128, 1024),
+                                  make_desc(base + C::OFF_K + dblk * BC * 128 + ks * 2048, BC * 128, 1024), ks > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty + 8 * st);   // this warp is done with stage st: the producer may refill it
+
+        float *dq_h = dq_acc + bh * N * D;
+        if constexpr (BULK) {
+            /* This warp's 16 rows of the part to shared memory, then one bulk
+             * reduce-add per row (64 floats, 256 bytes) by lanes 0-15. */
+            float *dq_s = reinterpret_cast<float *>(base_ptr + C::OFF_DQ) + (64 * wg + 16 * wiw) * C::DQ_LD;
+            if (lane < 16) bulk_wait_read();          // the previous row tile's adds have read the buffer
+            __syncwarp();
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int n = 0; n < 8; n++)
+                    *reinterpret_cast<float2 *>(dq_s + (g + 8 * h) * C::DQ_LD + 8 * n + 2 * t) = make_float2(dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
+            fence_proxy_async();
+            __syncwarp();
+            const long row = i0 + 64 * qblk + 16 * wiw + lane;
+            if (lane < 16 && row < N) {
+                bulk_reduce_add_f32(dq_h + row * D + 64 * dblk, (uint32_t)__cvta_generic_to_shared(dq_s + lane * C::DQ_LD), 256);
+                bulk_commit();
+            }
+        } else {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const long row = i0 + 64 * qblk + 16 * wiw + g + 8 * h;
+                if (row < N) {
+#pragma unroll
+                    for (int n = 0; n < 8; n++)            // dQ_i += ..., with the other K/V blocks
+                        red_add2(dq_h + row * D + 64 * dblk + 8 * n + 2 * t, dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
+                }
+            }
+        }
+    }
+
+    if constexpr (BULK) bulk_wait_all();          // shared memory stays until the engine has read it
+    T *dKh = dK + bh * N * D, *dVh = dV + bh * N * D;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const long key = key0 + 8 * h;
+        if (key < N) {
+#pragma unroll
+            for (int n = 0; n < D / 8; n++) {            // dK_j, dV_j written once
+                *reinterpret_cast<uint32_t *>(dKh + key * D + 8 * n + 2 * t) = pack2<T>(dk[4 * n + 2 * h] * scale, dk[4 * n + 2 * h + 1] * scale);
+                *reinterpret_cast<uint32_t *>(dVh + key * D + 8 * n + 2 * t) = pack2<T>(dv[4 * n + 2 * h], dv[4 * n + 2 * h + 1]);
+            }
+        }
+    }
+#else
+    (void)lse2, (void)delta, (void)dq_acc, (void)dK, (void)dV, (void)N, (void)Npad, (void)kv_tiles, (void)causal;
+    (void)scale_log2, (void)scale, (void)tm_k, (void)tm_v, (void)tm_q, (void)tm_do;
+#endif
+}
+
+// --- the launcher -------------------------------------------------------------------
+
+/* Delta and L log2 e padded to whole row tiles of 128 ([B, H, Npad] floats each), the dQ accumulator ([B, H, N, D] floats). */
+static inline long bwd_wgmma_npad(long N) { return (N + 127) / 128 * 128; }
+
+static inline size_t bwd_wgmma_workspace(long B, long H, long N, long D, int dtype)
+{
+    (void)dtype;
+    return ((size_t)2 * B * H * bwd_wgmma_npad(N) + (size_t)B * H * N * D) * sizeof(float);
+}
+
+template <int D, typename T, bool BULK>
+static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
+                               const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, int dtype,
+                               int causal, cudaStream_t s)
+{
+    using C = BwdWg<D, BULK>;
+    char who[32];
+    snprintf(who, sizeof who, "backward kernel %d", id);
+    static KvMaps kv, qo;                         // K, V in boxes of BC rows; Q, dO in boxes of BR (tma_map.cuh)
+    if (kv.get(k, v, B * H, N, D, C::BC, dtype, who) || qo.get(q, dout, B * H, N, D, C::BR, dtype, who))
+        return -1;
+    if (smem_opt_in(bwd_wgmma<D, T, BULK>, C::bytes, "backward kernel", id, D)) return -1;
+    const long Npad = bwd_wgmma_npad(N), BH = B * H;
+    float *delta = (float *)ws, *lse2 = delta + BH * Npad, *dq_acc = lse2 + BH * Npad;
+    if (bwd_preprocess(o, dout, L, delta, lse2, dq_acc, BH, N, Npad, D, dtype, s) != 0) return -1;
+    const long kv_tiles = (N + C::BC - 1) / C::BC;
+    const float scale = 1.0f / sqrtf((float)D), scale_log2 = 1.4426950408889634f * scale;
+    bwd_wgmma<D, T, BULK><<<(unsigned)(BH * kv_tiles), C::THREADS, C::bytes, s>>>(
+        lse2, delta, dq_acc, (T *)dk, (T *)dv, N, Npad, kv_tiles, causal, scale_log2, scale, kv.k, kv.v, qo.k, qo.v);
+    CUDA_CHECK_LAST();
+    return bwd_convert_dq(dq_acc, dq, (size_t)BH * N * D, scale, dtype, s);   // dQ = dQ_acc / sqrt(D)
+}
+
+template <bool BULK>
+static int bwd_wgmma_launch(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
+                            const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D,
+                            int dtype, int causal, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (wgmma_refused()) return -1;
+    if (dtype == DT_FP16 && D == 64)
+        return bwd_wgmma_launch_dt<64, __half, BULK>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+    if (dtype == DT_FP16 && D == 128)
+        return bwd_wgmma_launch_dt<128, __half, BULK>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+    if (dtype == DT_BF16 && D == 64)
+        return bwd_wgmma_launch_dt<64, __nv_bfloat16, BULK>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+    if (dtype == DT_BF16 && D == 128)
+        return bwd_wgmma_launch_dt<128, __nv_bfloat16, BULK>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+    fprintf(stderr, "%s: backward kernel %d takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, id, dtype_name(dtype), D);
+    return -1;
+}
+
+template <bool BULK>
+static void bwd_wgmma_describe(long D, char *buf, size_t n)
+{
+    using C64 = BwdWg<64, BULK>;
+    using C128 = BwdWg<128, BULK>;
+    snprintf(buf, n, "1 producer + 2 consumer warpgroups (%d/%d registers) x 64 keys (BC=%d), row tiles of BR=%d by TMA in a "
+             "2-stage ring, the 5 products on wgmma, dQ by %s, %zu bytes of shared memory", C64::REG_PRODUCER,
+             C64::REG_CONSUMER, C64::BC, D == 64 ? C64::BR : C128::BR,
+             BULK ? "the copy engine's bulk reduce-add" : "fp32 red.global.add", D == 64 ? C64::bytes : C128::bytes);
+}
+
+static int bwd_wgmma_supports(long D) { return D == 64 || D == 128; }
+
+#endif
