@@ -17,15 +17,18 @@
  * kernel and the next; dQ leaves by red.global.add.v2, as in kernels 2-4.
  *
  * Registers: setmaxnreg 24 (producer) / 240 (consumers); ptxas (sm_90a)
- * reports the launch's 168 and no spill at D = 128, 16 bytes at D = 64 (where
+ * reports the launch's 168 and no spill at D = 128, 40 bytes at D = 64 (where
  * the row tile is BR = 128: s^T and dp^T take 128 registers). 167.0 KB of
  * shared memory at D = 64, 165.9 KB at D = 128: one block per SM.
  *
- * Measured on the H100 80GB HBM3 (./step05 --bench --backward --dtype fp16,
- * N = 4096, interleaved, median of 5, 2026-11-23): 291.1 TFLOP/s at D = 64
- * and 380.6 at D = 128 against kernel 4's 213.0 and 207.6 in the same run:
- * +37% and +83%; FlashAttention-2's 270 and 290 (issue 12): 108% and 131%.
- * (Causal: README.md, from the run after the head-by-head order.)
+ * Measured on the H100 80GB HBM3 (./step05 --bench --backward --dtype fp16
+ * [--causal], N = 4096, interleaved, median of 5, 2026-11-23, commit b150071's
+ * kernel): 244.5 TFLOP/s at D = 64 and 361.6 at D = 128 against kernel 4's
+ * 213.9 and 214.6 in the same run: +14% and +69%; causal 221.1 and 320.0
+ * against 197.9 and 203.8 (+12%, +57%). Against FlashAttention-2's 270 and
+ * 290 (issue 12): 91% and 125% (causal 231 and 255: 96% and 125%). At
+ * D = 64 it was 291.1 (108%) before L and Delta went through the consumers
+ * instead of the copy engine (bwd_wgmma.cuh says why, and what it cost).
  */
 #include "bwd_wgmma.cuh"
 

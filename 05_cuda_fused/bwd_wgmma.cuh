@@ -59,7 +59,8 @@
  * longest, first everywhere). Head by head, the blocks that run together
  * share their head's Q_i, dO_i and dQ_i rows in L2; the longest tile of each
  * head still starts first among its head's. Measured causal (kernel 6 both
- * ways, ./step05 --bench --backward --dtype fp16 --causal, one run, H100):
+ * ways, before L and Delta moved to the consumers, ./step05 --bench
+ * --backward --dtype fp16 --causal, one run, H100):
  * +28% at N = 4096, D = 64 (300.4 against 234.5 TFLOP/s), +41% at N = 2048,
  * D = 128 (298.2 against 211.6); -1% to -4% at N >= 8192, D = 128.
  *
@@ -191,7 +192,12 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
      * the tiles, but the consumers read them with ordinary loads, and then
      * only the mbarrier orders the engine's writes and those reads, which
      * compute-sanitizer's racecheck does not follow: it reported a race on
-     * every one. The named barrier it does follow. */
+     * every one. The named barrier it does follow. What it cost (kernel 5,
+     * fp16, N = 4096, two runs on the H100, kernel 4 within 3% in both):
+     * 291.1 -> 244.5 TFLOP/s at D = 64 (ptxas's spill grew from 16 to 40
+     * bytes: one more live register where s^T and dp^T hold 128), 380.6 ->
+     * 361.6 at D = 128. Getting it back without racecheck's complaint is the
+     * next kernel's job (README.md). */
     const int ct = threadIdx.x - 128;             // consumer thread 0..255
     float *vec_s = reinterpret_cast<float *>(base_ptr + C::OFF_VEC);
     const float *lse_h = lse2 + bh * Npad, *dl_h = delta + bh * Npad;
