@@ -48,7 +48,7 @@ __device__ __forceinline__ void red_add2(float *p, float a, float b)
  * and queries qry + e % 2, whose L log2 e and Delta are lse, dl (.x: query
  * qry, .y: qry + 1). Returns p^T and ds^T packed as the two A-fragment
  * registers of those keys: pa[0], ds[0] key key0, pa[1], ds[1] key key0 + 8.
- * Masks (need_mask: this warp's keys can be hidden here): keys past N, and
+ * Masks (need_mask: this warp's, or warpgroup's, keys can be hidden here): keys past N, and
  * causal, keys after the query, absolute indices (the forward's mask). */
 template <typename T>
 __device__ __forceinline__ void bwd_p_ds4(const float *s, const float *dp, float2 lse, float2 dl, float scale_log2,

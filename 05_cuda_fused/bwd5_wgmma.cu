@@ -12,8 +12,8 @@
  * tile. Here a consumer warpgroup owns 64 keys (wgmma's M) and each product
  * is one wgmma per k step, from shared memory the TMA filled; the copies run
  * in a producer warpgroup, ahead by a 2-stage ring; p^T and ds^T stay in
- * registers as A operands, as in kernel 4; only ds^T is written to shared
- * memory, for dQ. bwd_wgmma.cuh is the algorithm, written once for this
+ * registers as A operands, as in kernel 4; the threads write only ds^T (for
+ * dQ) and L_i, Delta_i (bwd_wgmma.cuh says why) to shared memory. bwd_wgmma.cuh is the algorithm, written once for this
  * kernel and the next; dQ leaves by red.global.add.v2, as in kernels 2-4.
  *
  * Registers: setmaxnreg 24 (producer) / 240 (consumers); ptxas (sm_90a)

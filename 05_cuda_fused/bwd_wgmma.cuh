@@ -55,8 +55,8 @@
  * shared memory and the copy engine's bulk reduce-add.
  *
  * Order: blocks go head by head (the head's K/V tiles in order), causal too,
- * where kernels 2-4 go K/V tile by K/V tile across all heads (tile 0, the
- * longest, first everywhere). Head by head, the blocks that run together
+ * where kernels 2-4, causal, go K/V tile by K/V tile across all heads (tile
+ * 0, the longest, first everywhere). Head by head, the blocks that run together
  * share their head's Q_i, dO_i and dQ_i rows in L2; the longest tile of each
  * head still starts first among its head's. Measured causal (kernel 6 both
  * ways, before L and Delta moved to the consumers, ./step05 --bench
@@ -107,15 +107,15 @@ template <int D, bool BULK> struct BwdWg {
 template <int D, typename T, bool BULK>
 __global__ void __launch_bounds__(BwdWg<D, BULK>::THREADS, 1)
 bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf past N (bwd_prep.cu)
-           const float *__restrict__ delta,   // [B, H, Npad] Delta = dO . O, 0 past N
-           float *__restrict__ dq_acc,        // [B, H, N, D] fp32, zeroed, summed into
-           T *__restrict__ dK,                // [B, H, N, D]
-           T *__restrict__ dV,                // [B, H, N, D]
-           long N, long Npad, long kv_tiles, int causal, float scale_log2, float scale,
+          const float *__restrict__ delta,   // [B, H, Npad] Delta = dO . O, 0 past N
+          float *__restrict__ dq_acc,        // [B, H, N, D] fp32, zeroed, summed into
+          T *__restrict__ dK,                // [B, H, N, D]
+          T *__restrict__ dV,                // [B, H, N, D]
+          long N, long Npad, long kv_tiles, int causal, float scale_log2, float scale,
           const __grid_constant__ CUtensorMap tm_k,   // K, V: boxes of BC keys
-           const __grid_constant__ CUtensorMap tm_v,
-           const __grid_constant__ CUtensorMap tm_q,   // Q, dO: boxes of BR queries
-           const __grid_constant__ CUtensorMap tm_do)
+          const __grid_constant__ CUtensorMap tm_v,
+          const __grid_constant__ CUtensorMap tm_q,   // Q, dO: boxes of BR queries
+          const __grid_constant__ CUtensorMap tm_do)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = BwdWg<D, BULK>;
@@ -131,7 +131,11 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
      * head's Q, dO and dQ rows in L2. Not kernels 2-4's causal order. */
     const long bh = blockIdx.x / kv_tiles, jt = blockIdx.x % kv_tiles;
     const long j0 = jt * BC;
-    const long i_begin = causal ? j0 / BR * BR : 0;   // the row tile holding row j0; those before see none of these keys
+    /* The row tile holding row j0; those before see none of these keys. Causal
+     * at D = 128 (BR = 64), warpgroup 1's keys j0 + 64.. see nothing of the
+     * first one, all masked; it still runs it: ds^T and the named barrier
+     * need both warpgroups in every row tile (skipping it would deadlock). */
+    const long i_begin = causal ? j0 / BR * BR : 0;
 
     if (threadIdx.x == 0) {
         mbar_init(kv_full, 1);
@@ -180,7 +184,9 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
     constexpr int QB = BR / 64, DB = D / 64;
     const int qblk = QB == 2 ? wg : 0, dblk = DB == 2 ? wg : 0;
 
-    float dk[D / 2], dv[D / 2];                   // dK_w, dV_w: 64 keys x D per warpgroup, fp32, for the whole walk
+    /* dK_w, dV_w: 64 keys x D per warpgroup, fp32, for the whole walk; flat
+     * (the wgmma wrappers take D/2 floats), element 4 n + e is bwd_mma.cuh's dk[n][e] */
+    float dk[D / 2], dv[D / 2];
 #pragma unroll
     for (int n = 0; n < D / 2; n++) dk[n] = dv[n] = 0.0f;
 
@@ -267,10 +273,11 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
         wgmma_commit();
         vec_store(it + 1, vec_next);
 
-        /* Both warpgroups' ds^T are in (named barrier 1, the 256 consumer
-         * threads), and the next row tile's L and Delta. The other buffers
-         * are free: nobody gets to this point of the next row tile before
-         * everyone has finished this one's dQ (and read this one's L, Delta). */
+        /* Named barrier 1, the 256 consumer threads. After it: both halves
+         * of ds^T[it % 2] and L, Delta[(it + 1) % 2] are visible to all; and
+         * every consumer has finished tile it - 1's dQ (wgmma_wait<0>) and
+         * its reads of L, Delta[(it - 1) % 2], so tile it + 1 may overwrite
+         * ds^T[(it + 1) % 2], and tile it + 1 L, Delta[it % 2]. */
         asm volatile("bar.sync 1, 256;\n" ::: "memory");
 
         /* dQ_i += ds_tile K_j, this warpgroup's 64 x 64 of it: k = the BC keys. */
@@ -317,7 +324,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
         }
     }
 
-    if constexpr (BULK) bulk_wait_all();          // shared memory stays until the engine has read it
+    if constexpr (BULK) bulk_wait_all();          // the engine's adds all done (and so its reads of shared memory)
     T *dKh = dK + bh * N * D, *dVh = dV + bh * N * D;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -355,7 +362,7 @@ static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void 
     using C = BwdWg<D, BULK>;
     char who[32];
     snprintf(who, sizeof who, "backward kernel %d", id);
-    static KvMaps kv, qo;                         // K, V in boxes of BC rows; Q, dO in boxes of BR (tma_map.cuh)
+    static KvMaps kv, qo;                         // K, V in boxes of BC rows; Q (.k), dO (.v) in boxes of BR (tma_map.cuh)
     if (kv.get(k, v, B * H, N, D, C::BC, dtype, who) || qo.get(q, dout, B * H, N, D, C::BR, dtype, who))
         return -1;
     if (smem_opt_in(bwd_wgmma<D, T, BULK>, C::bytes, "backward kernel", id, D)) return -1;

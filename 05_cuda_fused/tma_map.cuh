@@ -1,6 +1,6 @@
 /*
- * tma_map.cuh: the host side of Hopper's copy engine for kernels 11 to 14:
- * K or V as a tensor map the TMA reads boxes of (wgmma.cuh has the device
+ * tma_map.cuh: the host side of Hopper's copy engine for kernels 11 to 14
+ * and backward kernels 5-6: K or V (or Q and dO) as a tensor map the TMA reads boxes of (wgmma.cuh has the device
  * side: tma_load_3d and the mbarriers).
  *
  * A tensor map is 128 bytes made on the host by the driver's
@@ -20,7 +20,7 @@
 
 #include "gpu.cuh"
 
-/* K and V, [B*H][N][D] in dtype, as two tensor maps. The last pair made is
+/* K and V (the backward: also Q and dO, as .k and .v), [B*H][N][D] in dtype, as two tensor maps. The last pair made is
  * kept (per kernel and D: each caller has its own static KvMaps): the bench
  * launches the same tensors many times and encoding costs a driver call. */
 struct KvMaps {

@@ -1,6 +1,8 @@
 /*
  * wgmma.cuh: Hopper's warpgroup matrix product (sm_90a), the few PTX
- * instructions kernel 10 uses, each behind a thin wrapper.
+ * instructions kernel 10 uses, each behind a thin wrapper, and those kernels
+ * 11-14 and backward kernels 5-6 add (TMA, mbarriers, setmaxnreg, the bulk
+ * reduce-add, wgmma with both operands in shared memory).
  *
  * A warpgroup is 4 consecutive warps (128 threads, the first warp index a
  * multiple of 4). wgmma.mma_async.m64nNk16 computes, for the whole warpgroup,
@@ -66,7 +68,7 @@ static inline int wgmma_refused(void)
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
-/* Shared memory written by the threads (cp.async here) and read next by the
+/* Shared memory written by the threads (cp.async, st.shared) and read next by the
  * tensor cores (the "async proxy") needs this fence before the barrier. */
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
@@ -221,7 +223,7 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void *tmap, int 
 
 /* The copy engine adding: global dst[i] += shared src[i] for bytes / 4
  * floats (a multiple of 16 bytes), done by the copy engine, which reads src
- * and adds into L2 (backward kernel 5's dQ). Tracked in this thread's bulk
+ * and adds into L2 (backward kernel 6's dQ). Tracked in this thread's bulk
  * groups: commit, then wait until the engine has read src (before src is
  * written again) or until the sums are done. */
 __device__ __forceinline__ void bulk_reduce_add_f32(float *dst, uint32_t src, int bytes)
