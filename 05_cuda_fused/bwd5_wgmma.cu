@@ -22,9 +22,10 @@
  * shared memory at D = 64, 165.9 KB at D = 128: one block per SM.
  *
  * Measured on the H100 80GB HBM3 (./step05 --bench --backward --dtype fp16
- * [--causal], N = 4096, interleaved, median of 5, 2026-11-23, commit b150071's
- * kernel): 244.5 TFLOP/s at D = 64 and 361.6 at D = 128 against kernel 4's
- * 213.9 and 214.6 in the same run: +14% and +69%; causal 221.1 and 320.0
+ * [--causal], N = 4096, interleaved, median of 5, 2026-11-23, the build just
+ * before commit b150071, README.md says what changed): 244.5 TFLOP/s at
+ * D = 64 and 361.6 at D = 128 against kernel 4's 213.9 and 214.6 in the
+ * same run: +14% and +69%; causal 221.1 and 320.0
  * against 197.9 and 203.8 (+12%, +57%). Against FlashAttention-2's 270 and
  * 290 (issue 12): 91% and 125% (causal 231 and 255: 96% and 125%). At
  * D = 64 it was 291.1 (108%) before L and Delta went through the consumers
