@@ -22,9 +22,9 @@
  * [--causal], N = 4096, interleaved with kernel 5, median of 5, 2026-11-23):
  * 257.0 TFLOP/s at D = 64 against kernel 5's 244.5 (+5%), 363.4 at D = 128
  * against 361.6 (+0.5%); causal 230.9 and 319.1 against 221.1 and 320.0
- * (+4%, -0.3%). It pays where the additions weigh most, D = 64 (BR = 128:
- * kernel 5's threads issue 16 atomics per 64 x 64 part as at D = 128, with
- * fewer registers to spare). In the run before L and Delta moved to the
+ * (+4%, -0.3%). It pays at D = 64 and not at D = 128; why is not understood
+ * (not profiled; a guess: at D = 64, BR = 128, kernel 5's threads issue their
+ * 16 atomics per 64 x 64 part with fewer registers to spare). In the run before L and Delta moved to the
  * consumers (bwd_wgmma.cuh): +8% at D = 64 (315.7 against 291.1) and -5% at
  * D = 128 (361.7 against 380.6), the second not understood (not profiled).
  * The fastest backward here: 95% and 125% of FlashAttention-2's 270 and 290

@@ -317,6 +317,15 @@ void gpt_init_params(float *p, const GPTConfig *c, const size_t *sizes, unsigned
     }
 }
 
+float *gpt_init_alloc(const GPTConfig *c, unsigned long long seed)
+{
+    size_t ps[NUM_PARAMS];
+    gpt_param_sizes(c, ps);
+    float *init = xmalloc(gpt_sum_sizes(ps, NUM_PARAMS) * sizeof(float), "initial weights");
+    gpt_init_params(init, c, ps, seed);
+    return init;
+}
+
 size_t gpt_bytes(const GPTConfig *c, int B, const Attention *a, size_t *saved_per_layer)
 {
     size_t ps[NUM_PARAMS], as[NUM_ACTS], gs[NUM_ACTS];
@@ -381,7 +390,11 @@ double gpt_forward(GPT *m, const int *tokens, const int *targets, int B, int T, 
     Acts *a = &m->acts;
     float *q = a->scratch, *k = q + BTC, *v = k + BTC, *o = v + BTC;
     if (!attn) attn = m->attn;
-    if (B > m->B || T > Tm || attn->saved_floats((long)B * H, T) > saved) return -1.0;
+    if (B > m->B || T > Tm || attn->saved_floats((long)B * H, T) > saved) {
+        fprintf(stderr, "%s: gpt_forward: B=%d T=%d (attention %s) beyond the model built for B=%d T=%d\n", g_prog, B, T,
+                attn->name, m->B, Tm);
+        return -1.0;
+    }
     m->max_score = -INFINITY;
     encoder_forward(a->encoded, tokens, p->wte, p->wpe, B, T, C);
     for (int l = 0; l < L; l++) {

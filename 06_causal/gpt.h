@@ -133,6 +133,9 @@ size_t gpt_sum_sizes(const size_t *sizes, int n);
 void gpt_point_params(Params *p, float *mem, const size_t *sizes);
 void gpt_point_acts(Acts *a, float *mem, const size_t *sizes);
 void gpt_init_params(float *params, const GPTConfig *c, const size_t *sizes, unsigned long long seed);
+/* The initial weights gpt_build gives a model of config c from seed, in a new host array (tfree it): the
+ * GPU runs start from these numbers. */
+float *gpt_init_alloc(const GPTConfig *c, unsigned long long seed);
 
 /* Bytes gpt_build would allocate for this config, batch B and attention a:
  * params, grads and AdamW's moments, activations and their grads. */

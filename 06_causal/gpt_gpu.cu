@@ -620,7 +620,10 @@ extern "C" double gpt_gpu_forward(GPTGpu *m, const int *tokens, const int *targe
     Params *p = &m->params;
     Acts *a = &m->acts;
     float *q = a->scratch, *k = q + BTC, *v = k + BTC, *o = v + BTC;
-    if (B > m->B || T > m->cfg.T || m->attn->saved_floats((long)B * H, T) > saved) return -1.0;
+    if (B > m->B || T > m->cfg.T || m->attn->saved_floats((long)B * H, T) > saved) {
+        fprintf(stderr, "%s: gpt_gpu_forward: B=%d T=%d beyond the model built for B=%d T=%d\n", g_prog, B, T, m->B, m->cfg.T);
+        return -1.0;
+    }
     CUDA_CHECK(cudaMemcpy(m->tokens, tokens, BT * sizeof(int), cudaMemcpyHostToDevice));
     if (targets) CUDA_CHECK(cudaMemcpy(m->targets, targets, BT * sizeof(int), cudaMemcpyHostToDevice));
     LAUNCH_1D(encoder_forward, BTC, a->encoded, m->tokens, p->wte, p->wpe, (int)BT, T, C);

@@ -84,9 +84,30 @@ double train_val_loss(const TrainSetup *s, const Corpus *c, GPT *m, const Attent
     double sum = 0;
     for (int k = 0; k < s->val_batches; k++) {
         corpus_val_batch(c, k, s->val_batches, s->B, s->cfg.T, x, y);
-        sum += gpt_forward(m, x, y, s->B, s->cfg.T, a);
+        const double l = gpt_forward(m, x, y, s->B, s->cfg.T, a);
+        if (l < 0) return NAN;                    // refused (its line said why): no mean of -1s
+        sum += l;
     }
     return sum / s->val_batches;
+}
+
+double *train_curves_alloc(long steps, int n)
+{
+    const size_t len = (size_t)n * ((size_t)steps + 1);
+    double *c = xmalloc(len * sizeof(double), "loss curves");
+    for (size_t k = 0; k < len; k++) c[k] = NAN;
+    return c;
+}
+
+void train_csv_floor(FILE *f, double floor) { fprintf(f, "bigram-floor,0,floor,%.6f\n", floor); } // the best without attention
+
+void train_csv_run(FILE *f, const char *name, const double *train, const double *val, const double *own, long steps)
+{
+    for (long st = 1; st <= steps; st++) {
+        fprintf(f, "%s,%ld,train,%.6f\n", name, st, train[st]);
+        if (!isnan(val[st])) fprintf(f, "%s,%ld,val,%.6f\n", name, st, val[st]);
+        if (own && !isnan(own[st])) fprintf(f, "%s,%ld,val_own_mask,%.6f\n", name, st, own[st]);
+    }
 }
 
 typedef struct {
@@ -176,10 +197,9 @@ static int runs_build(const Setup *s, Run *runs, int n)
     for (int i = 0; i < n; i++) {
         Run *r = &runs[i];
         const size_t sl = (size_t)s->steps + 1;
-        r->train_loss = xmalloc(3 * sl * sizeof(double), "loss curves");
+        r->train_loss = train_curves_alloc(s->steps, 3);
         r->val_loss = r->train_loss + sl;
         r->val_own = r->val_loss + sl;
-        for (size_t k = 0; k < 3 * sl; k++) r->train_loss[k] = NAN;
         r->nan_step = 0;
         r->max_score = -INFINITY;
         r->oom = 0;
@@ -448,17 +468,10 @@ int train_main(const Opts *o, const TrainOpts *t)
     memory_wall(&s, &att[R_NAIVE], &att[R_TILED], t->mem_limit ? t->mem_limit : (size_t)8e9, t->mem_limit != 0);
 
     if (csv) {
-        FILE *f = csv;
-        fprintf(f, "bigram-floor,0,floor,%.6f\n", floor);  // the best a model without attention can do
+        train_csv_floor(csv, floor);
         for (int i = 0; i < N_RUNS; i++)
-            for (long st = 1; st <= S; st++) {
-                fprintf(f, "%s,%ld,train,%.6f\n", runs[i].attn.name, st, runs[i].train_loss[st]);
-                if (!isnan(runs[i].val_loss[st]))
-                    fprintf(f, "%s,%ld,val,%.6f\n", runs[i].attn.name, st, runs[i].val_loss[st]);
-                if (!isnan(runs[i].val_own[st]))
-                    fprintf(f, "%s,%ld,val_own_mask,%.6f\n", runs[i].attn.name, st, runs[i].val_own[st]);
-            }
-        fclose(f);
+            train_csv_run(csv, runs[i].attn.name, runs[i].train_loss, runs[i].val_loss, runs[i].val_own, S);
+        fclose(csv);
         printf("wrote %s\n", o->csv);
     }
     runs_free(runs, N_RUNS);

@@ -56,6 +56,12 @@ extern const double SAME_CURVE;
 /* Mean loss over the validation batches with attention a (NULL: the model's own); x, y: a batch's room. */
 double train_val_loss(const TrainSetup *s, const Corpus *c, GPT *m, const Attention *a, int *x, int *y);
 double train_max_gap(const double *a, const double *b, long steps, long *at); /* max |a - b| over steps 1.. */
+/* n curves of steps + 1 doubles in one allocation, all NaN (a step not run or not evaluated stays NaN) */
+double *train_curves_alloc(long steps, int n);
+/* The CSV of a training run (CPU and GPU): the bigram floor's line, then per run and step its train loss and
+ * where evaluated its validation loss (and, own != NULL, the validation with the run's own mask). */
+void train_csv_floor(FILE *f, double floor);
+void train_csv_run(FILE *f, const char *name, const double *train, const double *val, const double *own, long steps);
 double train_tail_mean(const double *loss, long steps, long k);           /* mean of the last k */
 /* ./step06 --train --device gpu (train_gpu.c): the same model on the GPU. Returns the exit code. */
 int train_gpu_main(const Opts *o, const TrainOpts *t);

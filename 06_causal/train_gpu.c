@@ -73,7 +73,9 @@ static double gpu_val_loss(const TrainSetup *s, const Corpus *c, GPTGpu *m, int 
     double sum = 0;
     for (int k = 0; k < s->val_batches; k++) {
         corpus_val_batch(c, k, s->val_batches, s->B, s->cfg.T, x, y);
-        sum += gpt_gpu_forward(m, x, y, s->B, s->cfg.T);
+        const double l = gpt_gpu_forward(m, x, y, s->B, s->cfg.T);
+        if (l < 0) return NAN;                    // refused (its line said why): no mean of -1s
+        sum += l;
     }
     return sum / s->val_batches;
 }
@@ -171,10 +173,9 @@ static void curves_alloc(Curve *cv, int n, long steps)
 {
     for (int r = 0; r < n; r++) {
         const size_t sl = (size_t)steps + 1;
-        cv[r].train = xmalloc(3 * sl * sizeof(double), "loss curves");
+        cv[r].train = train_curves_alloc(steps, 3);
         cv[r].val = cv[r].train + sl;
         cv[r].ms = cv[r].val + sl;
-        for (size_t k = 0; k < 3 * sl; k++) cv[r].train[k] = NAN;
     }
 }
 
@@ -205,11 +206,7 @@ static int build_three(const TrainSetup *s, GPTGpu *g, GPT *cpu)
                 gpt_bytes(&s->cfg, s->B, &cpu_attn, NULL));
         return -1;
     }
-    size_t ps[NUM_PARAMS];
-    gpt_param_sizes(&s->cfg, ps);
-    const size_t np = gpt_sum_sizes(ps, NUM_PARAMS);
-    float *init = xmalloc(np * sizeof(float), "initial weights");
-    gpt_init_params(init, &s->cfg, ps, s->seed);      // the numbers gpt_build gave the CPU model
+    float *init = gpt_init_alloc(&s->cfg, s->seed);   // the numbers gpt_build gave the CPU model
     int rc = 0;
     if (gpt_gpu_build(&g[G_NAIVE], &s->cfg, s->B, &GPU_ATTN_NAIVE, s->score_scale, init, 1) != 0) rc = -1;
     else if (gpt_gpu_build(&g[G_FUSED], &s->cfg, s->B, &GPU_ATTN_FUSED, s->score_scale, init, 1) != 0) {
@@ -238,11 +235,8 @@ static void big_one(const TrainSetup *s0, const Corpus *c, const GpuAttention *a
     s.cfg.T = T;
     memset(r, 0, sizeof *r);
     r->bytes = gpt_gpu_bytes(&s.cfg, s.B, a, NULL);
-    size_t ps[NUM_PARAMS];
-    gpt_param_sizes(&s.cfg, ps);
-    const size_t np = gpt_sum_sizes(ps, NUM_PARAMS), bt = (size_t)s.B * T;
-    float *init = xmalloc(np * sizeof(float), "initial weights");
-    gpt_init_params(init, &s.cfg, ps, s.seed);
+    const size_t bt = (size_t)s.B * T;
+    float *init = gpt_init_alloc(&s.cfg, s.seed);
     GPTGpu m;
     dmem_reset_peak();
     const int built = gpt_gpu_build(&m, &s.cfg, s.B, a, s.score_scale, init, 0) == 0;
@@ -256,6 +250,11 @@ static void big_one(const TrainSetup *s0, const Corpus *c, const GpuAttention *a
     for (long k = -2; k < steps; k++) {             // two warm-up steps, then the timed ones
         corpus_batch(c, &rng, s.B, T, x, y);
         if (gpu_step(&s, &m, x, y, k + 3, &loss, &t) != 0) { r->fits = 0; r->refused = 1; break; }
+        if (!isfinite(loss)) {                    // a run that diverges is not timed as if it trained
+            fprintf(stderr, "%s: --big: %s at T = %d: loss %g at step %ld\n", g_prog, a->name, T, loss, k + 3);
+            r->fits = 0, r->refused = 1;
+            break;
+        }
         if (k == 0) r->first = loss;
         if (k >= 0) ms[k] = t;
     }
@@ -266,8 +265,7 @@ static void big_one(const TrainSetup *s0, const Corpus *c, const GpuAttention *a
         m.attn_ms = 0;
         m.time_attn = 1;
         corpus_batch(c, &rng, s.B, T, x, y);
-        gpu_step(&s, &m, x, y, steps + 3, &loss, &t);
-        r->attn_ms = m.attn_ms;
+        r->attn_ms = gpu_step(&s, &m, x, y, steps + 3, &loss, &t) == 0 ? m.attn_ms : NAN;
     }
     r->peak = dmem_peak();
     tfree(x); tfree(y); tfree(ms);
@@ -404,7 +402,7 @@ int train_gpu_main(const Opts *o, const TrainOpts *t)
     GPTGpu g[2];
     GPT cpu;
     dmem_reset_peak();
-    if (build_three(&s, g, &cpu) != 0) { corpus_free(&c); return EXIT_FAIL; }
+    if (build_three(&s, g, &cpu) != 0) { if (csv) fclose(csv); corpus_free(&c); return EXIT_FAIL; }
     Curve cv[N_GRUNS];
     curves_alloc(cv, N_GRUNS, s.steps);
     char b[6][32];
@@ -427,7 +425,7 @@ int train_gpu_main(const Opts *o, const TrainOpts *t)
     const double t0 = now_sec();
     const int rc = train_three(&s, &c, g, &cpu, cv, 1);
     const double secs = now_sec() - t0;
-    if (rc != 0) { curves_free(cv, N_GRUNS); gpt_gpu_free(&g[0]); gpt_gpu_free(&g[1]); gpt_free(&cpu); corpus_free(&c); return EXIT_FAIL; }
+    if (rc != 0) { if (csv) fclose(csv); curves_free(cv, N_GRUNS); gpt_gpu_free(&g[0]); gpt_gpu_free(&g[1]); gpt_free(&cpu); corpus_free(&c); return EXIT_FAIL; }
 
     const long S = s.steps;
     long at_f, at_n, at_c;
@@ -454,14 +452,9 @@ int train_gpu_main(const Opts *o, const TrainOpts *t)
            "layer, %s in all\n", fmt_bytes((double)sv_n, b[1], 32), fmt_bytes((double)g[G_NAIVE].bytes, b[2], 32),
            fmt_bytes((double)sv_f, b[3], 32), fmt_bytes((double)g[G_FUSED].bytes, b[4], 32));
     if (csv) {
-        FILE *f = csv;
-        fprintf(f, "bigram-floor,0,floor,%.6f\n", floor);
-        for (int r = 0; r < N_GRUNS; r++)
-            for (long st = 1; st <= S; st++) {
-                fprintf(f, "%s,%ld,train,%.6f\n", GRUN_NAME[r], st, cv[r].train[st]);
-                if (!isnan(cv[r].val[st])) fprintf(f, "%s,%ld,val,%.6f\n", GRUN_NAME[r], st, cv[r].val[st]);
-            }
-        fclose(f);
+        train_csv_floor(csv, floor);
+        for (int r = 0; r < N_GRUNS; r++) train_csv_run(csv, GRUN_NAME[r], cv[r].train, cv[r].val, NULL, S);
+        fclose(csv);
         printf("wrote %s\n", o->csv);
     }
     curves_free(cv, N_GRUNS);
@@ -613,10 +606,7 @@ void train_gpu_checks(void)
     check_bf16(&c);
     { /* out of GPU memory: one line with the bytes, nothing left allocated, no crash */
         const size_t before = dmem_current();
-        size_t ps[NUM_PARAMS];
-        gpt_param_sizes(&s.cfg, ps);
-        float *init = xmalloc(gpt_sum_sizes(ps, NUM_PARAMS) * sizeof(float), "weights");
-        gpt_init_params(init, &s.cfg, ps, 0);
+        float *init = gpt_init_alloc(&s.cfg, 0);
         dmem_set_limit(before + gpt_gpu_bytes(&s.cfg, s.B, &GPU_ATTN_NAIVE, NULL) / 2);
         GPTGpu m;
         const int r = gpt_gpu_build(&m, &s.cfg, s.B, &GPU_ATTN_NAIVE, 1.0f, init, 0);

@@ -1,0 +1,315 @@
+/*
+ * overlap.cuh: the forward of kernels 13 and 14 written once (as bwd_mma.cuh
+ * is the backward of kernels 2-4): kernel 12's producer and consumer
+ * warpgroups with the softmax of tile j under the product P_{j-1} V_{j-1}
+ * (kernel 13's idea, its header says it), and with PINGPONG the two consumer
+ * warpgroups taking turns at the tensor cores (kernel 14's). Built only for
+ * sm_90a, like kernels 10-12.
+ */
+#ifndef OVERLAP_CUH
+#define OVERLAP_CUH
+
+#include <cmath>
+
+#include "gpu.cuh"
+#include "kernels.h"
+#include "launch_tc.cuh"
+#include "tc.cuh"
+#include "tile_order.cuh"
+#include "tma_map.cuh"
+#include "wgmma.cuh"
+
+// --- the kernel ------------------------------------------------------------------
+
+template <int D> struct K13 {
+    static constexpr int NWG = 2;                         // consumer warpgroups, 64 rows each (D = 64 too: kernel13_overlap.cu says why)
+    static constexpr int BR = 64 * NWG, BC = 128, STAGES = 2;
+    static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
+    static constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;  // 128 x 24 + 256 x 240 = 384 x 168
+    static constexpr int TILE = BC * D * 2;               // one K or V tile, bytes
+    static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + 4 * 8 * STAGES + 1024; /* K, V; mbarriers; alignment */
+    /* setmaxnreg moves registers inside the block's own allocation, fixed at launch: THREADS x (65536 / THREADS,
+     * rounded down to 8): 384 x 168 = 64512 at both D */
+    static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
+};
+
+template <int D, typename T, bool PINGPONG>
+__global__ void __launch_bounds__(K13<D>::THREADS, 1)
+wgmma_overlap(const T *__restrict__ Q,  // [B, H, N, D]
+               T *__restrict__ O,        // [B, H, N, D]
+               float *__restrict__ L,    // [B, H, N] or NULL: L = m + log l per row, for the backward
+               long N, long row_tiles, int causal, float scale_log2,
+               const __grid_constant__ CUtensorMap tm_k,  // K, V as [B*H][N][D] for the copy engine
+               const __grid_constant__ CUtensorMap tm_v)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using C = K13<D>;
+    constexpr int BC = C::BC, TILE = C::TILE, STAGES = C::STAGES;
+    extern __shared__ unsigned char smem_raw[];
+    const uint32_t raw_addr = (uint32_t)__cvta_generic_to_shared(smem_raw);  // 1024-aligned for the swizzle
+    const uint32_t smem_addr = (raw_addr + 1023) & ~1023u;
+    /* [K stage 0 .. STAGES-1][V stage 0 .. STAGES-1], TILE bytes each, then
+     * the mbarriers full_k, full_v, empty_k, empty_v [STAGES], 8 bytes each */
+    const uint32_t full_k = smem_addr + 2 * STAGES * TILE, full_v = full_k + 8 * STAGES;
+    const uint32_t empty_k = full_v + 8 * STAGES, empty_v = empty_k + 8 * STAGES;
+
+    long bh, tile;
+    block_tile(row_tiles, causal, &bh, &tile);    // causal: longest first (tile_order.cuh)
+    const long i0 = tile * C::BR;
+    const long last_row = (i0 + C::BR < N ? i0 + C::BR : N) - 1;
+    const long jend = causal ? last_row + 1 : N;
+    const long ntiles = (jend + BC - 1) / BC;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(full_k + 8 * s, 1);
+            mbar_init(full_v + 8 * s, 1);
+            mbar_init(empty_k + 8 * s, 4 * C::NWG);  // one arrival per consumer warp
+            mbar_init(empty_v + 8 * s, 4 * C::NWG);
+        }
+        fence_mbar_init();
+    }
+    __syncthreads();                              // the last block-wide barrier of the kernel
+
+    if (threadIdx.x < 128) {
+        /* The producer warpgroup: registers back to the pool, then one thread
+         * walks the K/V tiles. K_j goes to stage j % STAGES once every
+         * consumer warp has released K_{j-STAGES} (after its S), V_j once
+         * they have released V_{j-STAGES} (after its P V, an iteration later). */
+        setmaxnreg_dec<C::REG_PRODUCER>();
+        if (threadIdx.x == 0) {
+            for (long j = 0; j < ntiles; j++) {
+                const int s = (int)(j % STAGES), use = (int)((j / STAGES) & 1);
+                const uint32_t k_dst = smem_addr + s * TILE, v_dst = smem_addr + (STAGES + s) * TILE;
+                mbar_wait(empty_k + 8 * s, use ^ 1);   // first use of a stage: passes at once
+                mbar_expect_tx(full_k + 8 * s, TILE);
+#pragma unroll
+                for (int blk = 0; blk < D / 64; blk++)
+                    tma_load_3d(k_dst + blk * BC * 128, &tm_k, blk * 64, (int)(j * BC), (int)bh, full_k + 8 * s);
+                mbar_wait(empty_v + 8 * s, use ^ 1);
+                mbar_expect_tx(full_v + 8 * s, TILE);
+#pragma unroll
+                for (int blk = 0; blk < D / 64; blk++)
+                    tma_load_3d(v_dst + blk * BC * 128, &tm_v, blk * 64, (int)(j * BC), (int)bh, full_v + 8 * s);
+            }
+        }
+        return;
+    }
+    setmaxnreg_inc<C::REG_CONSUMER>();
+
+    /* A consumer warp: kernel 12's work on its 16 rows, reordered. */
+    const T *Qh = Q + bh * N * D;
+    const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const long warp_row0 = i0 + warp * 16;        // consumer warpgroup warp/4, its warp warp%4
+    const long row_g = warp_row0 + g, row_g8 = row_g + 8;
+
+    uint32_t qf[D / 16][4];                       // Q_i's A fragments, rows past N as zeros
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const long row = (r % 2) ? row_g8 : row_g;
+            const int col = ks * 16 + 2 * t + 8 * (r / 2);
+            qf[ks][r] = row < N ? *reinterpret_cast<const uint32_t *>(Qh + row * D + col) : 0u;
+        }
+
+    float o[D / 2];
+#pragma unroll
+    for (int n = 0; n < D / 2; n++) o[n] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8, log2 units
+
+    /* The three pieces of a tile's work, in the order kernel 12 does them;
+     * the loop below interleaves them across tiles. */
+    float s[BC / 2];                              // S_j, then p_j as floats
+    uint32_t pf[BC / 16][4];                      // p_{j-1} as A fragments of O += P V
+    auto stage = [&](long j, uint32_t base) { return base + 8 * (uint32_t)(j % STAGES); };
+    auto parity = [&](long j) { return (int)((j / STAGES) & 1); };
+    auto issue_s = [&](long j) {                  // S_j = Q_i K_j^T, issued, not waited for
+        const uint32_t k_addr = smem_addr + (uint32_t)(j % STAGES) * TILE;
+        mbar_wait(stage(j, full_k), parity(j));   // K_j has landed
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const uint64_t desc = make_desc(k_addr + (ks / 4) * BC * 128 + (ks % 4) * 32, 16, 1024);
+            wgmma_m64n128k16<T, 0>(s, qf[ks], desc, ks > 0);
+        }
+        wgmma_commit();
+    };
+    auto issue_pv = [&](long j) {                 // O += P_j V_j, issued, not waited for
+        const uint32_t v_addr = smem_addr + (uint32_t)(STAGES + j % STAGES) * TILE;
+        mbar_wait(stage(j, full_v), parity(j));   // V_j has landed
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < BC / 16; ks++) {
+            const uint64_t desc = make_desc(v_addr + ks * 2048, BC * 128, 1024);
+            if constexpr (D == 64) wgmma_m64n64k16<T, 1>(o, pf[ks], desc, 1);
+            else wgmma_m64n128k16<T, 1>(o, pf[ks], desc, 1);
+        }
+        wgmma_commit();
+    };
+    auto release = [&](uint32_t bar) {            // this warp is done with a K or V stage
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar);
+    };
+    /* Kernel 9's softmax of S_j on this warp's 16 rows: m, l updated, p_j
+     * left in s as floats, alpha_j returned for O (not touched here: a P V
+     * may still be accumulating into it). */
+    auto softmax = [&](long j, float alpha[2]) {
+        const long j0 = j * BC;
+        const bool need_mask = j0 + BC > N || (causal && j0 + BC - 1 > warp_row0);
+        const int lim = (int)(N - j0 < BC ? N - j0 : BC);
+        float mt[2] = {-INFINITY, -INFINITY};
+        if (need_mask) {
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int c = n * 8 + 2 * t + (e % 2), d = (int)((e < 2 ? row_g : row_g8) - j0);
+                    if (c >= lim || (causal && c > d)) s[4 * n + e] = -INFINITY;
+                    mt[e / 2] = fmaxf(mt[e / 2], s[4 * n + e]);
+                }
+        } else {
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) mt[e / 2] = fmaxf(mt[e / 2], s[4 * n + e]);
+        }
+        float bse[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int off = 1; off <= 2; off *= 2) mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], off));
+            const float mn = fmaxf(m[h], mt[h] * scale_log2);   // m_new = max(m, m_tile), log2 units
+            bse[h] = mn == -INFINITY ? 0.0f : mn;                // nothing visible yet: 2^(-inf - 0) = 0
+            alpha[h] = ex2(m[h] - bse[h]);                       // alpha = e^(m - m_new)
+            m[h] = mn;
+        }
+        float ls[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[4 * n + e] = ex2(fmaf(s[4 * n + e], scale_log2, -bse[e / 2]));
+                ls[e / 2] += s[4 * n + e];
+            }
+#pragma unroll
+        for (int h = 0; h < 2; h++) l[h] = alpha[h] * l[h] + ls[h];
+    };
+    auto rescale_and_pack = [&](const float alpha[2]) {  // O *= alpha_j; p_j into pf
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            o[4 * n + 0] *= alpha[0]; o[4 * n + 1] *= alpha[0];
+            o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];
+        }
+#pragma unroll
+        for (int n = 0; n < BC / 8; n++) {
+            pf[n / 2][(n % 2) * 2 + 0] = pack2<T>(s[4 * n + 0], s[4 * n + 1]);
+            pf[n / 2][(n % 2) * 2 + 1] = pack2<T>(s[4 * n + 2], s[4 * n + 3]);
+        }
+    };
+
+    /* PINGPONG (kernel 14): the two consumer warpgroups take turns issuing
+     * their products; warpgroup wg waits on named barrier 1 + wg and hands
+     * over on the other's. Without it (kernel 13) the turns compile to nothing. */
+    const int wg = warp / 4;
+    auto my_turn = [&]() {
+        if constexpr (PINGPONG) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory");
+    };
+    auto your_turn = [&]() {
+        if constexpr (PINGPONG) asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (wg ^ 1)) : "memory");
+    };
+    if (wg == 1) your_turn();                     // warpgroup 0 goes first
+
+    float alpha[2];
+    my_turn();
+    issue_s(0);                                   // prologue: tile 0 has no P V before it
+    your_turn();
+    wgmma_wait<0>();
+    release(stage(0, empty_k));
+    softmax(0, alpha);
+    rescale_and_pack(alpha);
+    for (long j = 1; j < ntiles; j++) {
+        my_turn();
+        issue_s(j);                               // S_j ...
+        issue_pv(j - 1);                          // ... and O += P_{j-1} V_{j-1} behind it
+        your_turn();                              // ping-pong: the other warpgroup's products start under this softmax
+        wgmma_wait<1>();                          // S_j is in; P V still running
+        release(stage(j, empty_k));
+        softmax(j, alpha);                        // under P_{j-1} V_{j-1}
+        wgmma_wait<0>();
+        release(stage(j - 1, empty_v));
+        rescale_and_pack(alpha);
+    }
+    my_turn();
+    issue_pv(ntiles - 1);                         // epilogue: the last P V
+    if (wg == 0) your_turn();                     // warpgroup 1's last turn needs no hand-over: none follows
+    wgmma_wait<0>();
+    release(stage(ntiles - 1, empty_v));
+
+    T *Oh = O + bh * N * D;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float lr = l[h];
+#pragma unroll
+        for (int off = 1; off <= 2; off *= 2) lr += __shfl_xor_sync(0xffffffffu, lr, off);
+        const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
+        const long row = h ? row_g8 : row_g;
+        if (row < N) {
+#pragma unroll
+            for (int n = 0; n < D / 8; n++)
+                *reinterpret_cast<uint32_t *>(Oh + row * D + n * 8 + 2 * t) = pack2<T>(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+            if (L != nullptr && t == 0)   // the quad's four lanes hold the same m and l
+                L[bh * N + row] = lr > 0.0f ? m[h] * 0.69314718055994531f + logf(lr) : -INFINITY; // L = m + log l
+        }
+    }
+#else
+    (void)Q, (void)O, (void)L, (void)N, (void)row_tiles, (void)causal, (void)scale_log2, (void)tm_k, (void)tm_v;
+#endif
+}
+
+
+// --- the launcher -------------------------------------------------------------------
+
+template <int D, typename T, bool PINGPONG>
+static int overlap_launch_dt(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
+                             int dtype, int causal, cudaStream_t s)
+{
+    using C = K13<D>;
+    char who[16];
+    snprintf(who, sizeof who, "kernel %d", id);
+    static KvMaps maps;                           // K and V for the copy engine (tma_map.cuh)
+    if (maps.get(k, v, B * H, N, D, C::BC, dtype, who)) return -1;
+    if (smem_opt_in(wgmma_overlap<D, T, PINGPONG>, C::bytes, "kernel", id, D)) return -1;
+    const long row_tiles = (N + C::BR - 1) / C::BR;
+    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
+    wgmma_overlap<D, T, PINGPONG><<<(unsigned)(B * H * row_tiles), C::THREADS, C::bytes, s>>>(
+        (const T *)q, (T *)o, Lp, N, row_tiles, causal, scale_log2, maps.k, maps.v);
+    CUDA_CHECK_LAST();
+    return 0;
+}
+
+template <bool PINGPONG>
+static int overlap_launch_l(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
+                            long D, int dtype, int causal, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (wgmma_refused()) return -1;
+    if (dtype == DT_FP16 && D == 64) return overlap_launch_dt<64, __half, PINGPONG>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if (dtype == DT_FP16 && D == 128) return overlap_launch_dt<128, __half, PINGPONG>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if (dtype == DT_BF16 && D == 64) return overlap_launch_dt<64, __nv_bfloat16, PINGPONG>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if (dtype == DT_BF16 && D == 128)
+        return overlap_launch_dt<128, __nv_bfloat16, PINGPONG>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    fprintf(stderr, "%s: kernel %d takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, id, dtype_name(dtype), D);
+    return -1;
+}
+
+static inline void overlap_describe(long D, char *buf, size_t n)
+{
+    const int nwg = D == 64 ? K13<64>::NWG : K13<128>::NWG;
+    snprintf(buf, n, "1 producer + %d consumer warpgroups (%d/%d registers), BR=%d BC=%d, %d-stage K/V ring, %zu bytes of "
+             "shared memory", nwg, D == 64 ? K13<64>::REG_PRODUCER : K13<128>::REG_PRODUCER,
+             D == 64 ? K13<64>::REG_CONSUMER : K13<128>::REG_CONSUMER, 64 * nwg, K13<64>::BC, K13<64>::STAGES,
+             D == 64 ? K13<64>::bytes : K13<128>::bytes);
+}
+
+#endif
