@@ -767,8 +767,9 @@ int bwd_run_bench(const Opts *o, FILE *csv)
 
 // --- compute-sanitizer's shapes -----------------------------------------------------------
 
-int bwd_run_sanitize(void)
+int bwd_run_sanitize(const Opts *o)
 {
+    int ran = 0;
     int nb;
     const BackwardKernel *const *bs = bwd_kernels(&nb);
     static const long Ns[] = {65, 257}, D32[] = {64}, D16[] = {64, 128};
@@ -786,7 +787,7 @@ int bwd_run_sanitize(void)
                     gpu_sync_check();
                     printf("ran kernel %d with L %s N=%ld D=%ld%s\n", fk->id, dtype_name(dt), Ns[a], D, causal ? " causal" : "");
                     for (int i = 0; i < nb; i++) {
-                        if (!bwd_runs(bs[i], dt, D)) continue;
+                        if (!opts_kernel(o, bs[i]->id) || !bwd_runs(bs[i], dt, D)) continue;
                         const size_t wsb = bs[i]->workspace(p.B, p.H, p.N, D, dt);
                         void *ws = dmalloc(wsb ? wsb : 1, "backward workspace");
                         poison_grads(&p);
@@ -797,10 +798,16 @@ int bwd_run_sanitize(void)
                         dfree(ws);
                         printf("ran backward kernel %d %s N=%ld D=%ld%s\n", bs[i]->id, dtype_name(dt), Ns[a], D,
                                causal ? " causal" : "");
+                        ran++;
                     }
                     bp_free(&p);
                 }
         }
+    if (!ran) {
+        fprintf(stderr, "%s: --sanitize-shapes --backward: no backward kernel%s runs on this GPU\n", g_prog,
+                o->kernel ? " of that --kernel" : "");
+        return EXIT_USAGE;
+    }
     return EXIT_OK;
 }
 

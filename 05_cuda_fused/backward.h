@@ -27,6 +27,6 @@ int bwd_dim_ok(int dtype, long D);
 void bwd_run_checks(long only);               /* PASS/FAIL lines; the caller calls report_finish() */
 int bwd_run_default(const Opts *o, FILE *csv); /* ./step05 --backward */
 int bwd_run_bench(const Opts *o, FILE *csv);   /* ./step05 --bench --backward */
-int bwd_run_sanitize(void);                    /* the backward kernels at N = 65, 257 under compute-sanitizer */
+int bwd_run_sanitize(const Opts *o);           /* the backward kernels (--kernel: those) at N = 65, 257 under compute-sanitizer */
 
 #endif

@@ -7,9 +7,11 @@
  * One block owns a K/V tile of BC = 128 keys and walks the row tiles, as
  * bwd_mma.cuh's kernels do (flash_backward.c's loops: K/V tile outside, row
  * tiles inside). It has three warpgroups:
- *   - a producer (one thread issues, the rest idle): K_j and V_j once, then
+ *   - a producer: its thread 0 issues the copies, K_j and V_j once, then
  *     Q_i and dO_i by tensor map (kernel 11's TMA, 128-byte swizzle) into a
- *     2-stage ring on mbarriers full/empty (kernel 12's ring);
+ *     2-stage ring on mbarriers full/empty (kernel 12's ring); its warp 1
+ *     stores L_i and Delta_i into the same stage with ordinary loads and
+ *     stores (the consumers' loop says why not the TMA); warps 2-3 idle;
  *   - two consumers, 64 keys each (wgmma's M = 64 rows), that only compute.
  * setmaxnreg gives the producer 24 registers and each consumer 240 (kernel
  * 12's split of the block's 384 x 168).
@@ -96,7 +98,7 @@ template <int D, bool BULK> struct BwdWg {
     /* offsets from the 1024-aligned base */
     static constexpr int OFF_K = 0, OFF_V = KV_TILE, OFF_Q = 2 * KV_TILE;     // Q stage s at OFF_Q + 2 s ROW_TILE, dO after it
     static constexpr int OFF_DS = OFF_Q + 2 * STAGES * ROW_TILE;                // ds^T buffer b at OFF_DS + b DS_TILE
-    static constexpr int OFF_VEC = OFF_DS + 2 * DS_TILE;                        // L of row tile it at OFF_VEC + 2 (it % 2) VEC, Delta after it
+    static constexpr int OFF_VEC = OFF_DS + 2 * DS_TILE;                        // stage s's L_i at OFF_VEC + 2 s VEC, Delta_i after it
     static constexpr int DQ_LD = 72;                                            // dQ part's row pitch in floats (conflict-free float2 stores)
     static constexpr int OFF_DQ = OFF_VEC + 2 * 2 * VEC;                        // BULK: [NWG][64][DQ_LD] fp32
     static constexpr int OFF_BAR = OFF_DQ + (BULK ? NWG * 64 * DQ_LD * 4 : 0);  // kv_full, full[STAGES], empty[STAGES]
@@ -140,8 +142,8 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
     if (threadIdx.x == 0) {
         mbar_init(kv_full, 1);
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(full + 8 * s, 1);
-            mbar_init(empty + 8 * s, 4 * C::NWG);    // one arrival per consumer warp
+            mbar_init(full + 8 * s, 1 + 32);         // the TMA thread's expect_tx + warp 1's 32 lanes (L, Delta)
+            mbar_init(empty + 8 * s, 128 * C::NWG);  // one arrival per consumer thread (why: below)
         }
         fence_mbar_init();
     }
@@ -169,6 +171,26 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
                     tma_load_3d(q_dst + C::ROW_TILE + blk * BR * 128, &tm_do, blk * 64, (int)i0, (int)bh, full + 8 * s);
                 }
             }
+        } else if (threadIdx.x / 32 == 1) {
+            /* Warp 1: L_i log2 e and Delta_i (BR floats each) into the same
+             * stage, by ordinary loads and stores, 16 bytes a lane; each lane
+             * then arrives on full[s] (release: its stores before the
+             * arrival), and the consumers' wait on full[s] (acquire) makes
+             * them visible. Why not the TMA, and what it is worth: README.md
+             * and the note above the consumers' loop. */
+            const int lane = threadIdx.x % 32;
+            const float *lse_h = lse2 + bh * Npad, *dl_h = delta + bh * Npad;
+            float4 *vec_s = reinterpret_cast<float4 *>(base_ptr + C::OFF_VEC);
+            long it = 0;
+            for (long i0 = i_begin; i0 < N; i0 += BR, it++) {
+                const int s = (int)(it % STAGES), use = (int)((it / STAGES) & 1);
+                mbar_wait(empty + 8 * s, use ^ 1);   // the consumers are done with the stage's L, Delta too
+                const float4 *src_l = reinterpret_cast<const float4 *>(lse_h + i0), *src_d = reinterpret_cast<const float4 *>(dl_h + i0);
+#pragma unroll 1   /* 24 registers: one float4 in flight, not a spill */
+                for (int x = lane; x < BR / 2; x += 32)   // [L_i | Delta_i] as BR / 2 float4
+                    vec_s[s * BR / 2 + x] = x < BR / 4 ? src_l[x] : src_d[x - BR / 4];
+                mbar_arrive(full + 8 * s);
+            }
         }
         return;
     }
@@ -190,27 +212,26 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
 #pragma unroll
     for (int n = 0; n < D / 2; n++) dk[n] = dv[n] = 0.0f;
 
-    /* L_i log2 e and Delta_i (BR floats each) reach shared memory through the
-     * consumers, one float per thread: loaded from global at the top of row
-     * tile i - 1 (its latency hides behind that tile's products), stored
-     * before its named barrier, read after it, in tile i; two buffers
-     * (row tile it in buffer it % 2). The copy engine could bring them with
-     * the tiles, but the consumers read them with ordinary loads, and then
-     * only the mbarrier orders the engine's writes and those reads, which
-     * compute-sanitizer's racecheck does not follow: it reported a race on
-     * every one. The named barrier it does follow. What it cost (kernel 5,
-     * fp16, N = 4096, two runs on the H100, kernel 4 within 3% in both):
-     * 291.1 -> 244.5 TFLOP/s at D = 64 (ptxas's spill grew from 16 to 40
-     * bytes: one more live register where s^T and dp^T hold 128), 380.6 ->
-     * 361.6 at D = 128. Getting it back without racecheck's complaint is the
-     * next kernel's job (README.md). */
-    const int ct = threadIdx.x - 128;             // consumer thread 0..255
-    float *vec_s = reinterpret_cast<float *>(base_ptr + C::OFF_VEC);
-    const float *lse_h = lse2 + bh * Npad, *dl_h = delta + bh * Npad;
-    auto vec_load = [&](long i0) { return ct < 2 * BR ? (ct < BR ? lse_h : dl_h)[i0 + ct % BR] : 0.0f; };
-    auto vec_store = [&](long it, float x) { if (ct < 2 * BR) vec_s[(it & 1) * 2 * BR + ct] = x; };
-    vec_store(0, vec_load(i_begin));
-    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    /* L_i log2 e and Delta_i (BR floats each) arrive in the ring's stage with
+     * Q_i and dO_i, stored there by the producer's warp 1 (above), so the
+     * consumers touch no global memory until dQ. Two designs came before,
+     * both measured (kernel 5, fp16, N = 4096, H100):
+     *   - the TMA brought them too (two more copies on full[s]): 291.1 TFLOP/s
+     *     at D = 64, 380.6 at D = 128; but the consumers read them with
+     *     ordinary loads, ordered after the copy engine's writes only by the
+     *     mbarrier, which compute-sanitizer's racecheck does not follow: it
+     *     reported a race on every read. Not shipped.
+     *   - each consumer thread loaded one float a row tile ahead and stored it
+     *     behind the named barrier (racecheck clean): 241.9 at D = 64, 350.1
+     *     at D = 128.
+     * This one, in the same run as the second: 331.7 and 357.0 (+37%, +2%;
+     * causal 290.6 and 313.3 against 221.3 and 304.0). Racecheck follows the
+     * mbarrier between threads (release by arrive, acquire by wait): clean
+     * (README.md). Why the second cost so much at D = 64 was not profiled; a
+     * guess: a consumer's global load in flight across the s^T, dp^T
+     * products, where s^T and dp^T hold 128 of its registers (ptxas spilled
+     * 40 bytes there; 24 here, 28 in kernel 6). */
+    const float *vec_s = reinterpret_cast<const float *>(base_ptr + C::OFF_VEC);
 
     mbar_wait(kv_full, 0);                        // K_j, V_j have landed
     long it = 0;
@@ -218,9 +239,8 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
         const int st = (int)(it % STAGES), use = (int)((it / STAGES) & 1);
         const uint32_t q_s = base + C::OFF_Q + 2 * st * C::ROW_TILE, do_s = q_s + C::ROW_TILE;
         const uint32_t ds_s = base + C::OFF_DS + (int)(it & 1) * C::DS_TILE;
-        const float *lse_s = vec_s + (it & 1) * 2 * BR, *dl_s = lse_s + BR;
-        const float vec_next = i0 + BR < N ? vec_load(i0 + BR) : 0.0f;   // the next row tile's, in flight
-        mbar_wait(full + 8 * st, use);            // Q_i, dO_i have landed
+        const float *lse_s = vec_s + st * 2 * BR, *dl_s = lse_s + BR;
+        mbar_wait(full + 8 * st, use);            // Q_i, dO_i, L_i, Delta_i have landed
 
         /* s^T = K_w Q_i^T and dp^T = V_w dO_i^T: k = the head dim, 4 steps per 64 columns (32 bytes each). */
         float s[BR / 2], dp[BR / 2];
@@ -271,13 +291,11 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
             wgmma_rs<T, D, 1>(dk, dsa[ks], make_desc(q_s + ks * 2048, BR * 128, 1024), 1);
         }
         wgmma_commit();
-        vec_store(it + 1, vec_next);
 
         /* Named barrier 1, the 256 consumer threads. After it: both halves
-         * of ds^T[it % 2] and L, Delta[(it + 1) % 2] are visible to all; and
-         * every consumer has finished tile it - 1's dQ (wgmma_wait<0>) and
-         * its reads of L, Delta[(it - 1) % 2], so tile it + 1 may overwrite
-         * ds^T[(it + 1) % 2], and tile it + 1 L, Delta[it % 2]. */
+         * of ds^T[it % 2] are visible to all; and every consumer has finished
+         * tile it - 1's dQ (wgmma_wait<0>), so tile it + 1 may overwrite
+         * ds^T[(it + 1) % 2]. */
         asm volatile("bar.sync 1, 256;\n" ::: "memory");
 
         /* dQ_i += ds_tile K_j, this warpgroup's 64 x 64 of it: k = the BC keys. */
@@ -289,8 +307,14 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
                                   make_desc(base + C::OFF_K + dblk * BC * 128 + ks * 2048, BC * 128, 1024), ks > 0);
         wgmma_commit();
         wgmma_wait<0>();
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty + 8 * st);   // this warp is done with stage st: the producer may refill it
+        /* This thread is done with stage st (Q, dO, L, Delta): the producer
+         * may refill it. Every consumer thread arrives (256 arrivals, where
+         * kernel 12 has one per warp after __syncwarp): warp 1's stores of
+         * the next L, Delta would otherwise follow lanes 1-31's reads of these
+         * through the __syncwarp alone, which racecheck does not follow (it
+         * reported each such pair; one arrival per thread: clean, at no
+         * measured cost). */
+        mbar_arrive(empty + 8 * st);
 
         float *dq_h = dq_acc + bh * N * D;
         if constexpr (BULK) {

@@ -601,10 +601,13 @@ static int run_bench(const Opts *o, FILE *csv)
     return EXIT_OK;
 }
 
-/* compute-sanitizer's run: every kernel once at N = 65 and 257, D = 64, each dtype; with --kernel K[-M]
- * only those forward kernels, and no backward. */
-static int run_sanitize_shapes(const Opts *o)
+/* compute-sanitizer's run: every kernel once at N = 65 and 257, D = 64, each dtype, then the backward
+ * kernels (backward.c); with --kernel K[-M] only those forward kernels, and no backward; with --backward
+ * only the backward kernels (--kernel: those). A --kernel that runs nothing is an error, not a pass. */
+static int run_sanitize_shapes(const Opts *o, int backward)
 {
+    if (backward) return bwd_run_sanitize(o);
+    int ran = 0;
     int nk;
     const FusedKernel *const *ks = fused_kernels(&nk);
     static const long Ns[] = {65, 257};
@@ -623,6 +626,7 @@ static int run_sanitize_shapes(const Opts *o)
                         if (ks[i]->launch(p.dq, p.dk, p.dv, p.dout, p.B, p.H, p.N, p.D, dt, causal, NULL) != 0) return EXIT_FAIL;
                         gpu_sync_check();
                         printf("ran kernel %d %s N=%ld D=64%s\n", ks[i]->id, dtype_name(dt), Ns[a], causal ? " causal" : "");
+                        ran++;
                         if (!ks[i]->launch_l) continue;   /* and the path that writes L, for the backward */
                         if (ks[i]->launch_l(p.dq, p.dk, p.dv, p.dout, L, p.B, p.H, p.N, p.D, dt, causal, NULL) != 0) return EXIT_FAIL;
                         gpu_sync_check();
@@ -642,7 +646,12 @@ static int run_sanitize_shapes(const Opts *o)
                 dfree(L);
                 problem_free(&p);
             }
-    return o->kernel ? EXIT_OK : bwd_run_sanitize(); /* the backward kernels at the same N (backward.c) */
+    if (!ran) {
+        fprintf(stderr, "%s: --sanitize-shapes: no kernel of --kernel %ld-%ld runs on this GPU\n", g_prog, o->kernel,
+                o->kernel_last);
+        return EXIT_USAGE;
+    }
+    return o->kernel ? EXIT_OK : bwd_run_sanitize(o); /* the backward kernels at the same N (backward.c) */
 }
 
 #endif /* HAVE_CUDA */
@@ -658,7 +667,8 @@ static void usage(const Opts *o)
            "  --backward             the backward kernels (dQ, dK, dV) vs the naive cuBLAS backward; with --bench: at\n"
            "                         the benchmark shapes; with --check: only the backward's checks; --kernel N: backward kernel N\n"
            "  --alibi                the kernels with a score modifier (2, 3) with ALiBi, vs float64 with the bias, timed\n"
-           "  --sanitize-shapes      run each kernel once at N = 65, 257 (for make sanitize; --kernel K[-M]: only those)\n");
+           "  --sanitize-shapes      run each kernel once at N = 65, 257 (for make sanitize; --kernel K[-M]: only those;\n"
+           "                         with --backward: only the backward kernels)\n");
 }
 
 /* The step's rule for head dims, decidable without a GPU: the fp32 kernels
@@ -703,8 +713,8 @@ int main(int argc, char **argv)
                         bwd_kernel((int)o.kernel) ? o.kernel_last : o.kernel,
                         nb ? bs[nb - 1]->id : 0);
         for (int i = 0; i < nb; i++)
-            any |= opts_kernel(&o, bs[i]->id) && (bs[i]->dtypes & (1u << o.dtype)) &&
-                   (bench || o.check || bs[i]->supports_dim(o.D));
+            any |= opts_kernel(&o, bs[i]->id) && (sanitize || ((bs[i]->dtypes & (1u << o.dtype)) &&
+                   (bench || o.check || bs[i]->supports_dim(o.D))));   /* --sanitize-shapes: every dtype and D */
         if (!any && !o.check)
             usage_error("option --dtype/--dim/--kernel: no backward kernel runs %s at D=%ld%s", dtype_name(o.dtype), o.D,
                         o.kernel ? " with that --kernel" : "");
@@ -715,8 +725,8 @@ int main(int argc, char **argv)
             usage_error("option --kernel: there is no kernel %ld (kernels 1..%d)",
                         fused_kernel((int)o.kernel) ? o.kernel_last : o.kernel, nk ? ks[nk - 1]->id : 0);
         for (int i = 0; i < nk; i++)
-            any |= opts_kernel(&o, ks[i]->id) && (ks[i]->dtypes & (1u << o.dtype)) &&
-                   (bench || o.check || ks[i]->supports_dim(o.D));
+            any |= opts_kernel(&o, ks[i]->id) && (sanitize || ((ks[i]->dtypes & (1u << o.dtype)) &&
+                   (bench || o.check || ks[i]->supports_dim(o.D))));
         if (!any && !o.check)
             usage_error("option --dtype/--dim/--kernel: no kernel runs %s at D=%ld%s", dtype_name(o.dtype), o.D,
                         o.kernel ? " with that --kernel" : "");
@@ -733,7 +743,7 @@ int main(int argc, char **argv)
     gpu_require(); /* exits 77 with one line when there is no GPU (or no CUDA in this build) */
 #ifdef HAVE_CUDA
     if (o.check) return run_checks(o.kernel, 0, !backward, backward || !o.kernel);
-    if (sanitize) return run_sanitize_shapes(&o);
+    if (sanitize) return run_sanitize_shapes(&o, backward);
     if (alibi) {
         if (bench || backward) usage_error("option --alibi runs on its own (not with --bench or --backward)");
         return run_alibi(&o);
