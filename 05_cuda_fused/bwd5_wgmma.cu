@@ -12,24 +12,27 @@
  * tile. Here a consumer warpgroup owns 64 keys (wgmma's M) and each product
  * is one wgmma per k step, from shared memory the TMA filled; the copies run
  * in a producer warpgroup, ahead by a 2-stage ring; p^T and ds^T stay in
- * registers as A operands, as in kernel 4; the threads write only ds^T (for
- * dQ) and L_i, Delta_i (bwd_wgmma.cuh says why) to shared memory. bwd_wgmma.cuh is the algorithm, written once for this
- * kernel and the next; dQ leaves by red.global.add.v2, as in kernels 2-4.
+ * registers as A operands, as in kernel 4; the consumer threads write only
+ * ds^T (for dQ) to shared memory, and read L_i and Delta_i from the ring's
+ * stage, where the producer's warp 1 put them (bwd_wgmma.cuh says why not the
+ * TMA). bwd_wgmma.cuh is the algorithm, written once for this kernel and the
+ * next; dQ leaves by red.global.add.v2, as in kernels 2-4.
  *
  * Registers: setmaxnreg 24 (producer) / 240 (consumers); ptxas (sm_90a)
- * reports the launch's 168 and no spill at D = 128, 40 bytes at D = 64 (where
+ * reports the launch's 168 and spills 4 bytes at D = 128, 20 at D = 64 (where
  * the row tile is BR = 128: s^T and dp^T take 128 registers). 167.0 KB of
  * shared memory at D = 64, 165.9 KB at D = 128: one block per SM.
  *
  * Measured on the H100 80GB HBM3 (./step05 --bench --backward --dtype fp16
- * [--causal], N = 4096, interleaved, median of 5, 2026-11-23, the build just
- * before commit b150071, README.md says what changed): 244.5 TFLOP/s at
- * D = 64 and 361.6 at D = 128 against kernel 4's 213.9 and 214.6 in the
- * same run: +14% and +69%; causal 221.1 and 320.0
- * against 197.9 and 203.8 (+12%, +57%). Against FlashAttention-2's 270 and
- * 290 (issue 12): 91% and 125% (causal 231 and 255: 96% and 125%). At
- * D = 64 it was 291.1 (108%) before L and Delta went through the consumers
- * instead of the copy engine (bwd_wgmma.cuh says why, and what it cost).
+ * [--causal], N = 4096, interleaved, median of 5, 2026-11-23, commit
+ * 9cd5e42): 333.5 TFLOP/s at D = 64 and 370.4 at D = 128 against kernel 4's
+ * 214.0 and 209.9 in the same run: +56% and +76%; causal 293.5 and 325.9
+ * against 198.3 and 199.8 (+48%, +63%). Against FlashAttention-2's 270 and
+ * 290 (issue 12): 124% and 128% (causal 231 and 255: 127% and 128%); against
+ * cuDNN's 426 and 489: 78% and 76% (causal 364 and 450: 81% and 72%). The
+ * fastest backward here, kernel 6 included. How L_i and Delta_i reach the
+ * consumers was worth +37% at D = 64 (bwd_wgmma.cuh: three designs,
+ * measured).
  */
 #include "bwd_wgmma.cuh"
 

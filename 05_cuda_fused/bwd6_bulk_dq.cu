@@ -19,16 +19,20 @@
  * __syncwarp and the wait for the engine's reads of the previous tile.
  *
  * Measured on the H100 80GB HBM3 (./step05 --bench --backward --dtype fp16
- * [--causal], N = 4096, interleaved with kernel 5, median of 5, 2026-11-23):
- * 257.0 TFLOP/s at D = 64 against kernel 5's 244.5 (+5%), 363.4 at D = 128
- * against 361.6 (+0.5%); causal 230.9 and 319.1 against 221.1 and 320.0
- * (+4%, -0.3%). It pays at D = 64 and not at D = 128; why is not understood
- * (not profiled; a guess: at D = 64, BR = 128, kernel 5's threads issue their
- * 16 atomics per 64 x 64 part with fewer registers to spare). In the run before L and Delta moved to the
- * consumers (bwd_wgmma.cuh): +8% at D = 64 (315.7 against 291.1) and -5% at
- * D = 128 (361.7 against 380.6), the second not understood (not profiled).
- * The fastest backward here: 95% and 125% of FlashAttention-2's 270 and 290
- * (causal 231 and 255: 100% and 125%).
+ * [--causal], N = 4096, interleaved with kernel 5, median of 5, 2026-11-23,
+ * commit 9cd5e42): 320.1 TFLOP/s at D = 64 against kernel 5's 333.5 (-4%),
+ * 356.6 at D = 128 against 370.4 (-4%); causal 286.3 and 315.4 against 293.5
+ * and 325.9 (-2%, -3%); at N = 16384, -6% and -4%. It does not pay any
+ * more. It did while kernel 5's consumer threads also loaded L and Delta
+ * from global memory (bwd_wgmma.cuh): +5% at D = 64 (257.0 against 244.5),
+ * +0.5% at D = 128; and in the first version, where the TMA brought them,
+ * +8% at D = 64 and -5% at D = 128. None of it profiled; a guess: with the
+ * consumers issuing no global loads, kernel 5's 2048 atomics per warpgroup
+ * and tile no longer wait behind anything, while here each warp still
+ * waits for the engine to have read its buffer, stores 64 floats, fences
+ * and syncs twice per tile. Kept as the lesson it is: FlashAttention-3's
+ * way out of the threads' atomics, measured, slower here. Step 06's
+ * fused-bf16 training takes the highest-numbered backward: this one.
  */
 #include "bwd_wgmma.cuh"
 

@@ -61,7 +61,7 @@
  * 0, the longest, first everywhere). Head by head, the blocks that run together
  * share their head's Q_i, dO_i and dQ_i rows in L2; the longest tile of each
  * head still starts first among its head's. Measured causal (kernel 6 both
- * ways, before L and Delta moved to the consumers, ./step05 --bench
+ * ways, in the first version, L and Delta by the TMA, ./step05 --bench
  * --backward --dtype fp16 --causal, one run, H100):
  * +28% at N = 4096, D = 64 (300.4 against 234.5 TFLOP/s), +41% at N = 2048,
  * D = 128 (298.2 against 211.6); -1% to -4% at N >= 8192, D = 128.
@@ -225,12 +225,14 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
      *     behind the named barrier (racecheck clean): 241.9 at D = 64, 350.1
      *     at D = 128.
      * This one, in the same run as the second: 331.7 and 357.0 (+37%, +2%;
-     * causal 290.6 and 313.3 against 221.3 and 304.0). Racecheck follows the
-     * mbarrier between threads (release by arrive, acquire by wait): clean
-     * (README.md). Why the second cost so much at D = 64 was not profiled; a
-     * guess: a consumer's global load in flight across the s^T, dp^T
-     * products, where s^T and dp^T hold 128 of its registers (ptxas spilled
-     * 40 bytes there; 24 here, 28 in kernel 6). */
+     * causal 290.6 and 313.3 against 221.3 and 304.0); in the final run
+     * (every consumer thread arriving on empty[s], below) 333.5 and 370.4.
+     * Racecheck follows an mbarrier between threads (release by arrive,
+     * acquire by wait) when every thread whose accesses it orders arrives or
+     * waits itself: clean. Why the second cost so much at D = 64 was not
+     * profiled; a guess: a consumer's global load in flight across the s^T,
+     * dp^T products, where s^T and dp^T hold 128 of its registers (ptxas
+     * spilled 40 bytes there; 20 here, 28 in kernel 6). */
     const float *vec_s = reinterpret_cast<const float *>(base_ptr + C::OFF_VEC);
 
     mbar_wait(kv_full, 0);                        // K_j, V_j have landed
