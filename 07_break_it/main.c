@@ -235,7 +235,7 @@ static int run_alibi(const Setup *u, int brk, int fp16)
     if (brk == BREAK_ALIBI_RELATIVE) {
         Err one0, one = alibi_run(u, INPUTS_RANDOM, brk, fp16, u->N, u->N, &one0, NULL, NULL);
         printf("  one tile (BR = BC = N): --break %s %s\n", break_names[brk], fmt_err(&one, eb, sizeof eb));
-        const int shown = e.n_bad > 0 && one.n_bad == 0 && in0.n_bad == 0 && one0.n_bad == 0;
+        const int shown = e.n_bad > 0 && e.n_nonfinite == 0 && one.n_bad == 0 && in0.n_bad == 0 && one0.n_bad == 0;
         if (shown)
             printf("answer: ALiBi's bias from tile-relative indices is finite and wrong (max abs %.3f) with several tiles "
                    "and right with one (%.1e): -slope |r - c| is -slope |i - j| only where i0 = j0, so every tile off the "
@@ -244,6 +244,9 @@ static int run_alibi(const Setup *u, int brk, int fp16)
         else if (in0.n_bad || one0.n_bad)
             printf("answer: none: the bias in the right place is itself wrong here (max abs %.1e, %.1e with one tile), "
                    "so nothing can be said of the break\n", in0.max_abs, one0.max_abs);
+        else if (e.n_nonfinite)
+            printf("answer: the tile-relative bias gave inf/NaN (%zu of %zu outputs): that is not this break's signature, "
+                   "which is finite and wrong\n", e.n_nonfinite, e.n);
         else if (one.n_bad)
             printf("answer: the tile-relative bias is wrong even with one tile (max abs %.1e): that is not this break's "
                    "signature (with one tile r = i and c = j)\n", one.max_abs);

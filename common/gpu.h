@@ -58,8 +58,8 @@ double gpu_time_median_ms(void (*fn)(void *), void *ctx, int warmup, int repeat)
 /* n methods (fn[m] on ctx[m]) timed against each other: warmup calls each, then `repeat` rounds in which
  * each runs once, the median per method into ms[]. The GPU's clock moves with power and temperature;
  * timed one after the other the same code came out 10% apart on the H100, interleaved within 0.3%:
- * whatever drifts, drifts for every method alike. Step 05's bench, backward and ALiBi ratios are timed this
- * way; step 06's causal speed-up (06_causal/main.c) is still timed one after the other. */
+ * whatever drifts, drifts for every method alike. Step 05's bench, backward and ALiBi ratios and step 06's
+ * causal speed-up are timed this way. */
 void gpu_time_interleaved_ms(void (*const *fn)(void *), void *const *ctx, int n, int warmup, int repeat, double *ms);
 
 #ifdef __cplusplus

@@ -32,10 +32,11 @@ def num(row, col, path):
         sys.exit(f"{sys.argv[0]}: {path}: column {col} has '{row[col]}', not a number")
 
 
-def args(n, usage):
-    if len(sys.argv) != n + 1:
+def args(n, usage, optional=0):
+    """The script's n arguments and up to `optional` more (None where not given), or usage and exit."""
+    if not n + 1 <= len(sys.argv) <= n + optional + 1:
         sys.exit(f"usage: {sys.argv[0]} {usage}")
-    return sys.argv[1:]
+    return sys.argv[1:] + [None] * (n + optional + 1 - len(sys.argv))
 
 
 def plot_kernels(ax, rows, D, path, naive_label, kernel_label):

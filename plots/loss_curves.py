@@ -3,7 +3,6 @@ loss, a running mean over 10 steps (naive and tiled drawn on top of each other; 
 every model with its own attention and the right mask (the tile-relative run also with its own mask,
 dotted). Reads ./step06 --train [--device gpu] --csv FILE.
     python3 plots/loss_curves.py TRAIN.csv OUT.png [TITLE]"""
-import sys
 
 import math
 
@@ -11,10 +10,8 @@ import matplotlib.pyplot as plt
 
 import csvio
 
-if len(sys.argv) not in (3, 4):
-    sys.exit(f"usage: {sys.argv[0]} TRAIN.csv OUT.png [TITLE]")
-src, out = sys.argv[1], sys.argv[2]
-what = sys.argv[3] if len(sys.argv) == 4 else "./step06 --train"
+src, out, what = csvio.args(2, "TRAIN.csv OUT.png [TITLE]", optional=1)
+what = what or "./step06 --train"
 rows = csvio.read(src, ["run", "step", "split", "loss"])
 curves = {}  # (run, split) -> [(step, loss)]
 for r in rows:

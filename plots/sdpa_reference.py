@@ -24,6 +24,9 @@ out, causal = args[0], "--causal" in args
 dtype_name = args[args.index("--dtype") + 1] if "--dtype" in args[:-1] else "fp16"
 if dtype_name not in ("fp16", "bf16") or ("--dtype" in args and "--dtype" not in args[:-1]):
     sys.exit("option --dtype: expected fp16 or bf16")
+unknown = [a for i, a in enumerate(args[1:], 1) if a not in ("--causal", "--dtype") and args[i - 1] != "--dtype"]
+if unknown:
+    sys.exit(f"unknown option '{unknown[0]}' (expected --causal, --dtype fp16|bf16)")
 dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype_name]
 backends = [(-2, "FlashAttention-2 (SDPA flash)", SDPBackend.FLASH_ATTENTION),
             (-3, "cuDNN (SDPA cudnn)", SDPBackend.CUDNN_ATTENTION)]

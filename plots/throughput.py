@@ -4,16 +4,12 @@ step 05 --bench times first). Reads step 05's --bench --csv, and optionally
 plots/sdpa_reference.py's CSV (FlashAttention-2 and cuDNN through PyTorch, same
 shapes), drawn dotted.
     python3 plots/throughput.py results/bench_fp16.csv results/throughput_fp16.png [results/sdpa_fp16.csv]"""
-import sys
 
 import matplotlib.pyplot as plt
 
 import csvio
 
-if len(sys.argv) not in (3, 4):
-    sys.exit(f"usage: {sys.argv[0]} STEP05_BENCH.csv OUT.png [SDPA_REFERENCE.csv]")
-src, out = sys.argv[1], sys.argv[2]
-ref = sys.argv[3] if len(sys.argv) == 4 else None
+src, out, ref = csvio.args(2, "STEP05_BENCH.csv OUT.png [SDPA_REFERENCE.csv]", optional=1)
 refrows = [r for r in csvio.read(ref, ["mode", "dtype", "causal", "kernel", "name", "N", "D", "tflops"]) if r["mode"] == "bench"] if ref else []
 allrows = csvio.read(src, ["mode", "dtype", "causal", "kernel", "name", "N", "D", "ms", "tflops"])
 rows = [r for r in allrows if r["mode"] == "bench"]

@@ -4,17 +4,14 @@ in bf16); right, the device memory of the whole training run, with the T where a
 at the bytes it asked for, and the memory it had (the device, or --mem-limit) as a line. (The CSV's fits:
 1 trained, 0 out of memory, -1 the attention refused to run: left out.)
     python3 plots/train_gpu.py BIG.csv OUT.png [TITLE] [LIMIT_BYTES]"""
-import sys
 
 import matplotlib.pyplot as plt
 
 import csvio
 
-if len(sys.argv) not in (3, 4, 5):
-    sys.exit(f"usage: {sys.argv[0]} BIG.csv OUT.png [TITLE] [LIMIT_BYTES]")
-src, out = sys.argv[1], sys.argv[2]
-title = sys.argv[3] if len(sys.argv) >= 4 else "./step06 --train --device gpu --big"
-limit = float(sys.argv[4]) if len(sys.argv) == 5 else None
+src, out, title, limit = csvio.args(2, "BIG.csv OUT.png [TITLE] [LIMIT_BYTES]", optional=2)
+title = title or "./step06 --train --device gpu --big"
+limit = float(limit) if limit is not None else None
 rows = csvio.read(src, ["T", "attention", "fits", "bytes", "peak_bytes", "tokens_per_s"])
 STYLE = {
     "naive": dict(color="tab:blue", ls="--", marker="o", label="naive fp32 (P kept)"),
