@@ -14,6 +14,7 @@
 #include "backward.h"
 #include "gpu.h"
 #include "kernels.h"
+#include "driver.h"
 #include "../01_naive/naive.h"
 
 #include <math.h>
@@ -134,46 +135,11 @@ int bwd_dim_ok(int dtype, long D)
 
 // --- one problem: inputs, the forward's O and L, the gradients ------------------------
 
-typedef struct {
-    long B, H, N, D;
-    int dtype, causal;
-    size_t n;                       /* B H N D */
-    float *q, *k, *v, *dout;        /* host, rounded to dtype */
-    void *Q, *K, *V, *dO, *O;       /* device, dtype */
-    float *L;                       /* device [B, H, N], or NULL until the forward needs it */
-    void *dQ, *dK, *dV;             /* device, dtype */
-} BwdProblem;
-
-static void bp_make(BwdProblem *p, long B, long H, long N, long D, int dtype, int causal, uint64_t seed)
+/* Q, K, V and dO from the seed, O and the gradients' room on the device (driver.c). */
+static void bp_make(Problem *p, long B, long H, long N, long D, int dtype, int causal, uint64_t seed)
 {
-    memset(p, 0, sizeof *p);
-    p->B = B, p->H = H, p->N = N, p->D = D, p->dtype = dtype, p->causal = causal;
-    p->n = (size_t)B * H * N * D;
-    p->q = xmalloc(p->n * 4, "Q"), p->k = xmalloc(p->n * 4, "K"), p->v = xmalloc(p->n * 4, "V");
-    p->dout = xmalloc(p->n * 4, "dO");
-    make_qkv(p->q, p->k, p->v, p->n, seed);
-    Rng r;
-    rng_seed(&r, seed + 3);                       /* dO: a fourth independent stream */
-    fill_normal(p->dout, p->n, &r);
-    round_to_dtype(p->q, p->n, dtype), round_to_dtype(p->k, p->n, dtype), round_to_dtype(p->v, p->n, dtype);
-    round_to_dtype(p->dout, p->n, dtype);
-    p->Q = dupload(p->q, p->n, dtype, "Q"), p->K = dupload(p->k, p->n, dtype, "K"), p->V = dupload(p->v, p->n, dtype, "V");
-    p->dO = dupload(p->dout, p->n, dtype, "dO");
-    const size_t bytes = p->n * dtype_size(dtype);
-    p->O = dmalloc(bytes, "O");
-    p->dQ = dmalloc(bytes, "dQ"), p->dK = dmalloc(bytes, "dK"), p->dV = dmalloc(bytes, "dV");
-}
-
-static void bp_need_L(BwdProblem *p)
-{
-    if (!p->L) p->L = dmalloc((size_t)p->B * p->H * p->N * sizeof(float), "L");
-}
-
-static void bp_free(BwdProblem *p)
-{
-    dfree(p->Q), dfree(p->K), dfree(p->V), dfree(p->dO), dfree(p->O), dfree(p->L);
-    dfree(p->dQ), dfree(p->dK), dfree(p->dV);
-    tfree(p->q), tfree(p->k), tfree(p->v), tfree(p->dout);
+    problem_make(p, B, H, N, D, dtype, causal, seed, NULL);
+    problem_add_backward(p, seed);
 }
 
 /* The forward the backward kernels pair with: the highest-numbered one that
@@ -185,14 +151,8 @@ static const FusedKernel *fwd_with_l(int dtype, long D)
     const FusedKernel *const *ks = fused_kernels(&nk);
     const FusedKernel *best = NULL;
     for (int i = 0; i < nk; i++)
-        if (ks[i]->launch_l && (ks[i]->dtypes & (1u << dtype)) && ks[i]->supports_dim(D) && !FUSED_UNAVAILABLE(ks[i]))
-            best = ks[i];
+        if (ks[i]->launch_l && fused_runs(ks[i], dtype, D)) best = ks[i];
     return best;
-}
-
-static int bwd_runs(const BackwardKernel *kb, int dtype, long D)
-{
-    return (kb->dtypes & (1u << dtype)) && kb->supports_dim(D) && !BWD_UNAVAILABLE(kb);
 }
 
 /* The reference rows of a problem (all rows, or every stride-th). */
@@ -202,7 +162,7 @@ typedef struct {
     double gmax;                    /* the largest |gradient| over the three */
 } BwdRef;
 
-static BwdRef ref_make(const BwdProblem *p, long stride)
+static BwdRef ref_make(const Problem *p, long stride)
 {
     BwdRef r;
     const long bh = p->B * p->H;
@@ -226,49 +186,29 @@ static void ref_free(BwdRef *r)
     for (int g = 0; g < 3; g++) tfree(r->g[g]);
 }
 
-/* Download a [B, H, N, D] device tensor and keep the reference's rows. */
-static void gather(const BwdProblem *p, const BwdRef *r, const void *dev, float *full, float *rows)
-{
-    ddownload(full, dev, p->n, p->dtype);
-    size_t w = 0;
-    for (long h = 0; h < p->B * p->H; h++)
-        for (long i = 0; i < p->N; i += r->stride, w++)
-            memcpy(rows + w * p->D, full + ((size_t)h * p->N + i) * p->D, (size_t)p->D * 4);
-}
-
 static const char *const GNAME[3] = {"dQ", "dK", "dV"};
 
 /* The three gradients now on the device against the reference. atol[g]: the
  * absolute tolerance of gradient g; fp32 adds 1e-5 relative. fulls[g] keep the
  * whole downloaded tensors (for the rerun comparison). */
-static void grads_compare(const BwdProblem *p, const BwdRef *r, const double atol[3], Err e[3], float *fulls[3],
+static void grads_compare(const Problem *p, const BwdRef *r, const double atol[3], Err e[3], float *fulls[3],
                           float *rows)
 {
     void *dev[3] = {p->dQ, p->dK, p->dV};
-    const size_t nr = (size_t)p->B * p->H * r->rows * p->D;
-    for (int g = 0; g < 3; g++) {
-        gather(p, r, dev[g], fulls[g], rows);
-        e[g] = compare(rows, r->g[g], nr, atol[g], p->dtype == DT_FP32 ? 1e-5 : 0);
-    }
+    const size_t nr = (size_t)p->B * p->H * r->rows;
+    for (int g = 0; g < 3; g++) e[g] = compare_rows(p, r->stride, dev[g], r->g[g], nr, atol[g], fulls[g], rows);
 }
 
-static void poison_grads(const BwdProblem *p)
+static void poison_grads(const Problem *p)
 {
     dpoison(p->dQ, p->n, p->dtype), dpoison(p->dK, p->n, p->dtype), dpoison(p->dV, p->n, p->dtype);
 }
 
 /* The naive cuBLAS backward with its own forward's P (S's buffer holds dP,
  * then dS). Returns -1 when S and P do not fit. */
-static int naive_fwd_bwd(BwdProblem *p, void **S, void **P)
+static int naive_fwd_bwd(Problem *p, void **S, void **P)
 {
-    const size_t nn = (size_t)p->B * p->H * p->N * p->N * dtype_size(p->dtype);
-    *S = dmalloc_try(nn);
-    *P = *S ? dmalloc_try(nn) : NULL;
-    if (!*P) {
-        dfree(*S);
-        *S = NULL;
-        return -1;
-    }
+    if (naive_buffers(p, S, P) != 0) return -1;
     naive_attention_gpu_ws(p->Q, p->K, p->V, p->O, p->B, p->H, p->N, p->D, p->dtype, p->causal, *S, *P, NULL);
     naive_attention_backward_gpu_ws(p->Q, p->K, p->V, p->dO, *P, *S, p->dQ, p->dK, p->dV, p->B, p->H, p->N, p->D, p->dtype, NULL);
     return 0;
@@ -295,17 +235,17 @@ static double grad_tol(int dtype, double naive_err, double gmax)
 /* The forwards' L: every kernel with launch_l, against the float64 L, and its
  * O bit for bit against the same kernel's run without L (the store changes
  * nothing else). Leaves the last one's O and L in p. */
-static void check_forward_l(BwdProblem *p, const BwdRef *r, float *o1, float *o2)
+static void check_forward_l(Problem *p, const BwdRef *r, float *o1, float *o2)
 {
     int nk;
     const FusedKernel *const *ks = fused_kernels(&nk);
     const size_t nL = (size_t)p->B * p->H * p->N;
     float *Lh = xmalloc(nL * 4, "L");
     char name[160];
-    bp_need_L(p);
+    problem_need_L(p);
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
-        if (!kn->launch_l || !(kn->dtypes & (1u << p->dtype)) || !kn->supports_dim(p->D) || FUSED_UNAVAILABLE(kn)) continue;
+        if (!kn->launch_l || !fused_runs(kn, p->dtype, p->D)) continue;
         snprintf(name, sizeof name, "L kernel%d %s N=%ld D=%ld%s", kn->id, dtype_name(p->dtype), p->N, p->D,
                  p->causal ? " causal" : "");
         dpoison(p->O, p->n, p->dtype);
@@ -340,7 +280,7 @@ static void check_case(long only, int dt, long N, long D, int causal, uint64_t s
     const BackwardKernel *const *bs = bwd_kernels(&nb);
     const long B = 2, H = 3;
     char name[200];
-    BwdProblem p;
+    Problem p;
     bp_make(&p, B, H, N, D, dt, causal, seed);
     BwdRef r = ref_make(&p, 1);
     float *full[3], *full2[3], *rows = xmalloc(p.n * 4, "gradient rows");
@@ -438,21 +378,16 @@ static void check_case(long only, int dt, long N, long D, int causal, uint64_t s
     for (int g = 0; g < 3; g++) tfree(full[g]), tfree(full2[g]);
     tfree(rows);
     ref_free(&r);
-    bp_free(&p);
+    problem_free(&p);
 }
 
 void bwd_run_checks(long only)
 {
-    static const long Ns[] = {1, 2, 17, 63, 64, 65, 257, 1000, 1025};
+    static const long Ns[] = CHECK_NS;
     static const long D32[] = {16, 32, 64, 128}, D16[] = {64, 128};
     int nb;
     const BackwardKernel *const *bs = bwd_kernels(&nb);
-    char name[96];
-    for (int i = 0; i < nb; i++)
-        if ((!only || bs[i]->id == only) && BWD_UNAVAILABLE(bs[i])) {
-            snprintf(name, sizeof name, "bwd%d", bs[i]->id);
-            report_skip(name, "%s", BWD_UNAVAILABLE(bs[i]));
-        }
+    report_unavailable(1, only);
     for (int dt = 0; dt < 3; dt++) {
         const long *Ds = dt == DT_FP32 ? D32 : D16;
         const int nd = dt == DT_FP32 ? 4 : 2;
@@ -460,7 +395,7 @@ void bwd_run_checks(long only)
             int any = 0;
             for (int i = 0; i < nb; i++) any |= (!only || bs[i]->id == only) && bwd_runs(bs[i], dt, Ds[b]);
             if (!any) continue;
-            for (size_t a = 0; a < sizeof Ns / sizeof *Ns; a++)
+            for (size_t a = 0; a < N_CHECK_NS; a++)
                 for (int causal = 0; causal < 2; causal++)
                     check_case(only, dt, Ns[a], Ds[b], causal, 7000 + 101 * dt + 17 * a + 3 * b + causal);
         }
@@ -471,12 +406,12 @@ void bwd_run_checks(long only)
 
 /* One method of the backward: naive (kb == NULL, with the forward's P and dS)
  * or a backward kernel with its workspace. */
-typedef struct { const BackwardKernel *kb; BwdProblem *p; void *S, *P, *ws; } BwdCtx;
+typedef struct { const BackwardKernel *kb; Problem *p; void *S, *P, *ws; } BwdCtx;
 
 static void bwd_time_fn(void *ctx)
 {
     BwdCtx *c = ctx;
-    BwdProblem *p = c->p;
+    Problem *p = c->p;
     if (c->kb)
         c->kb->launch(p->Q, p->K, p->V, p->O, p->dO, p->L, p->dQ, p->dK, p->dV, c->ws, p->B, p->H, p->N, p->D, p->dtype,
                       p->causal, NULL);
@@ -486,29 +421,37 @@ static void bwd_time_fn(void *ctx)
 }
 
 /* A forward kernel with or without L, for what L costs. */
-typedef struct { const FusedKernel *kn; BwdProblem *p; int with_l; } FwdCtx;
+typedef struct { const FusedKernel *kn; Problem *p; int with_l; } FwdCtx;
 static void fwd_time_fn(void *ctx)
 {
     FwdCtx *c = ctx;
-    BwdProblem *p = c->p;
+    Problem *p = c->p;
     if (c->with_l) c->kn->launch_l(p->Q, p->K, p->V, p->O, p->L, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL);
     else c->kn->launch(p->Q, p->K, p->V, p->O, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL);
 }
 
 static double bwd_flops(long B, long H, long N, long D, int causal)
 {
-    const double f = 2.5 * 4.0 * B * H * N * N * D;   /* FlashAttention's convention: 2.5x the forward */
-    return causal ? f / 2 : f;
+    return 2.5 * attn_flops(B, H, N, D, causal);   /* FlashAttention's convention: 2.5x the forward */
 }
 
 // --- ./step05 --backward ---------------------------------------------------------------
+
+/* The CSV's errors of a backward: the largest max abs and rel L2 over dQ, dK, dV (into w). */
+static const double *worst_of(const Err e[3], double w[2])
+{
+    w[0] = fmax(e[0].max_abs, fmax(e[1].max_abs, e[2].max_abs));
+    w[1] = fmax(e[0].rel_l2, fmax(e[1].rel_l2, e[2].rel_l2));
+    return w;
+}
 
 int bwd_run_default(const Opts *o, FILE *csv)
 {
     int nb, ok = 1;
     const BackwardKernel *const *bs = bwd_kernels(&nb);
-    char b1[32], b2[32], b3[32], b4[32], desc[512];
-    BwdProblem p;
+    char b1[32], b2[32], b3[32], b4[32], desc[512], label[32], lim[160];
+    double worst[2];
+    Problem p;
     printf("step05 --backward: fused attention backward vs naive, %s, B=%ld H=%ld N=%ld D=%ld%s\n", dtype_name(o->dtype),
            o->B, o->H, o->N, o->D, o->causal ? ", causal" : "");
     printf("device: %s\n", gpu_describe());
@@ -547,11 +490,12 @@ int bwd_run_default(const Opts *o, FILE *csv)
             peak_naive = dmem_peak();
             dfree(S), dfree(P);
         } else {
-            printf("  %-9s OOM: P and dS need %s\n", "naive", fmt_bytes(2.0 * nn, b1, sizeof b1));
+            printf("  %-9s OOM: P and dS need %s of device memory, %s\n", "naive", fmt_bytes(2.0 * nn, b1, sizeof b1),
+                   dmem_limit_desc(lim, sizeof lim));
         }
     }
     /* 2. the forward's O and L, then each kernel with its workspace. */
-    bp_need_L(&p);
+    problem_need_L(&p);
     if (fk->launch_l(p.Q, p.K, p.V, p.O, p.L, p.B, p.H, p.N, p.D, p.dtype, p.causal, NULL) != 0) return EXIT_FAIL;
     gpu_sync_check();
     double t_k[32], tol[3];
@@ -563,7 +507,7 @@ int bwd_run_default(const Opts *o, FILE *csv)
         t_k[i] = -1;
         if (!opts_kernel(o, kb->id)) continue;
         if ((kb->dtypes & (1u << o->dtype)) && BWD_UNAVAILABLE(kb))
-            printf("  bwd %-5d %-16s skipped: %s\n", kb->id, kb->name, BWD_UNAVAILABLE(kb));
+            printf("  %-9s %-16s skipped: %s\n", kernel_label(1, kb->id, label, sizeof label), kb->name, BWD_UNAVAILABLE(kb));
         if (!bwd_runs(kb, o->dtype, o->D)) continue;
         const size_t wsb = kb->workspace(p.B, p.H, p.N, p.D, p.dtype);
         dmem_reset_peak();
@@ -577,7 +521,8 @@ int bwd_run_default(const Opts *o, FILE *csv)
         gpu_sync_check();
         grads_compare(&p, &r, tol, ek[i], full, rows);
         const int good = !ek[i][0].n_bad && !ek[i][1].n_bad && !ek[i][2].n_bad;
-        printf("  bwd %-5d %-16s dQ %.2e  dK %.2e  dV %.2e  (rel L2 %.1e %.1e %.1e)  %s\n", kb->id, kb->name,
+        printf("  %-9s %-16s dQ %.2e  dK %.2e  dV %.2e  (rel L2 %.1e %.1e %.1e)  %s\n",
+               kernel_label(1, kb->id, label, sizeof label), kb->name,
                ek[i][0].max_abs, ek[i][1].max_abs, ek[i][2].max_abs, ek[i][0].rel_l2, ek[i][1].rel_l2, ek[i][2].rel_l2,
                good ? "ok" : "WRONG");
         ok &= good;
@@ -598,30 +543,16 @@ int bwd_run_default(const Opts *o, FILE *csv)
     double best = -1;
     const BackwardKernel *best_k = NULL;
     if (t_naive > 0) {
-        printf("  %-9s %-16s %9.3f ms %8.2f TFLOP/s  peak %10s\n", "naive", "cuBLAS+softmax", t_naive, F / t_naive / 1e9,
-               fmt_bytes((double)peak_naive, b1, sizeof b1));
-        if (csv)
-            fprintf(csv, "backward,%s,0,cuBLAS+softmax,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,%zu,%.3e,%.3e\n", dtype_name(p.dtype), p.B,
-                    p.H, p.N, p.D, p.causal, t_naive, F / t_naive / 1e9, peak_naive,
-                    fmax(en[0].max_abs, fmax(en[1].max_abs, en[2].max_abs)),
-                    fmax(en[0].rel_l2, fmax(en[1].rel_l2, en[2].rel_l2)));
+        print_time_row("naive", "cuBLAS+softmax", t_naive, F / t_naive / 1e9, peak_naive, -1, NULL);
+        if (csv) csv_row(csv, "backward", &p, 0, "cuBLAS+softmax", t_naive, F / t_naive / 1e9, peak_naive, worst_of(en, worst));
     }
     for (int i = 0; i < nb && i < 32; i++) {
         if (t_k[i] < 0) continue;
         const BackwardKernel *kb = bs[i];
-        char label[32];
-        snprintf(label, sizeof label, "bwd %d", kb->id);
-        printf("  %-9s %-16s %9.3f ms %8.2f TFLOP/s  peak %10s", label, kb->name, t_k[i], F / t_k[i] / 1e9,
-               fmt_bytes((double)peak_k[i], b1, sizeof b1));
-        if (t_naive > 0) printf("  %.2fx naive", t_naive / t_k[i]);
-        printf("\n");
         kb->describe(p.D, p.dtype, desc, sizeof desc);
-        printf("            %s\n", desc);
-        if (csv)
-            fprintf(csv, "backward,%s,%d,%s,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,%zu,%.3e,%.3e\n", dtype_name(p.dtype), kb->id, kb->name,
-                    p.B, p.H, p.N, p.D, p.causal, t_k[i], F / t_k[i] / 1e9, peak_k[i],
-                    fmax(ek[i][0].max_abs, fmax(ek[i][1].max_abs, ek[i][2].max_abs)),
-                    fmax(ek[i][0].rel_l2, fmax(ek[i][1].rel_l2, ek[i][2].rel_l2)));
+        print_time_row(kernel_label(1, kb->id, label, sizeof label), kb->name, t_k[i], F / t_k[i] / 1e9, peak_k[i], t_naive,
+                       desc);
+        if (csv) csv_row(csv, "backward", &p, kb->id, kb->name, t_k[i], F / t_k[i] / 1e9, peak_k[i], worst_of(ek[i], worst));
         if (best < 0 || t_k[i] < best) best = t_k[i], best_k = kb;
     }
 
@@ -639,8 +570,7 @@ int bwd_run_default(const Opts *o, FILE *csv)
         int nf = 0, nk;
         const FusedKernel *const *ks = fused_kernels(&nk);
         for (int i = 0; i < nk && nf < 32; i++)
-            if (ks[i]->launch_l && (ks[i]->dtypes & (1u << p.dtype)) && ks[i]->supports_dim(p.D) && !FUSED_UNAVAILABLE(ks[i]))
-                fl[nf++] = ks[i];
+            if (ks[i]->launch_l && fused_runs(ks[i], p.dtype, p.D)) fl[nf++] = ks[i];
         FwdCtx fc[64];
         void (*fns[64])(void *) = {0};
         void *ctx[64] = {0};
@@ -656,13 +586,11 @@ int bwd_run_default(const Opts *o, FILE *csv)
                    fl[i]->id, ms[2 * i], ms[2 * i + 1], 100.0 * (ms[2 * i + 1] / ms[2 * i] - 1), o->repeat);
     }
     if (best_k && t_naive > 0)
-        printf("\nanswer: the fastest fused backward here (kernel %d, %s) takes %.3f ms vs naive's %.3f ms: %.2fx, and "
-               "needs no [B,H,N,N] buffer (naive's P and dS: %s)\n", best_k->id, best_k->name, best, t_naive,
-               t_naive / best, fmt_bytes(2.0 * nn, b1, sizeof b1));
+        print_answer_fastest("fused backward", best_k->id, best_k->name, best, t_naive, "P and dS", 2.0 * nn);
     for (int g = 0; g < 3; g++) tfree(full[g]);
     tfree(rows);
     ref_free(&r);
-    bp_free(&p);
+    problem_free(&p);
     return ok ? EXIT_OK : EXIT_FAIL;
 }
 
@@ -678,20 +606,22 @@ int bwd_run_bench(const Opts *o, FILE *csv)
            "dQ's conversion included, O and L from the forward not timed; naive: with its forward's P kept)\n",
            dtype_name(o->dtype), o->causal ? ", causal" : "", o->causal ? "2" : "4", o->repeat);
     printf("device: %s\n", gpu_describe());
+    int ids[34];
+    for (int i = 0; i < nb && i < 33; i++) ids[i + 1] = bs[i]->id;
     for (int b = 0; b < 2; b++) {
         const long D = Ds[b];
         const FusedKernel *fk = fwd_with_l(o->dtype, D);
         if (!fk) continue;
-        double t[34][6], tf[2][6];
+        double t[34][BENCH_COLS], tf[2][BENCH_COLS];
         int have[34];
         memset(have, 0, sizeof have);
         int col = 0;
-        for (long N = 512; N <= 16384; N *= 2, col++) {
-            BwdProblem p;
+        for (long N = BENCH_N0; N <= BENCH_N1; N *= 2, col++) {
+            Problem p;
             bp_make(&p, 16384 / N, 2048 / D, N, D, o->dtype, o->causal, o->seed + N);
-            bp_need_L(&p);
+            problem_need_L(&p);
             if (fk->launch_l(p.Q, p.K, p.V, p.O, p.L, p.B, p.H, p.N, p.D, p.dtype, p.causal, NULL) != 0) {
-                bp_free(&p);
+                problem_free(&p);
                 return EXIT_FAIL;
             }
             size_t wsb = 1;
@@ -701,8 +631,8 @@ int bwd_run_bench(const Opts *o, FILE *csv)
                     if (w > wsb) wsb = w;
                 }
             void *ws = dmalloc(wsb, "backward workspace");
-            const size_t nn = (size_t)p.B * p.H * N * N * dtype_size(o->dtype);
-            void *S = dmalloc_try(nn), *P = S ? dmalloc_try(nn) : NULL;
+            void *S, *P;
+            naive_buffers(&p, &S, &P);
             if (P) naive_attention_gpu_ws(p.Q, p.K, p.V, p.O, p.B, p.H, N, D, o->dtype, o->causal, S, P, NULL);
             /* naive needs its forward's O nowhere: put the fused forward's O back */
             if (fk->launch_l(p.Q, p.K, p.V, p.O, p.L, p.B, p.H, p.N, p.D, p.dtype, p.causal, NULL) != 0) return EXIT_FAIL;
@@ -729,37 +659,20 @@ int bwd_run_bench(const Opts *o, FILE *csv)
                 }
                 t[slot[r]][col] = ms[r], have[slot[r]] = 1;
                 if (csv)
-                    fprintf(csv, "bench_backward,%s,%d,%s,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,0,0,0\n", dtype_name(o->dtype),
-                            slot[r] ? bs[slot[r] - 1]->id : 0, slot[r] ? bs[slot[r] - 1]->name : "cuBLAS+softmax", p.B, p.H,
-                            N, D, o->causal, ms[r], F / ms[r] / 1e9);
+                    csv_row(csv, "bench_backward", &p, slot[r] ? bs[slot[r] - 1]->id : 0,
+                            slot[r] ? bs[slot[r] - 1]->name : "cuBLAS+softmax", ms[r], F / ms[r] / 1e9, 0, NULL);
             }
             if (csv)
                 for (int w = 0; w < 2; w++)
-                    fprintf(csv, "bench_forward_l,%s,%d,%s,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,0,0,0\n", dtype_name(o->dtype), fk->id,
-                            w ? "with L" : "without L", p.B, p.H, N, D, o->causal, tf[w][col],
-                            F / 2.5 / tf[w][col] / 1e9);
+                    csv_row(csv, "bench_forward_l", &p, fk->id, w ? "with L" : "without L", tf[w][col],
+                            F / 2.5 / tf[w][col] / 1e9, 0, NULL);
             dfree(S), dfree(P), dfree(ws);
-            bp_free(&p);
+            problem_free(&p);
         }
-        printf("\n D=%ld       N:", D);
-        for (long N = 512; N <= 16384; N *= 2) printf(" %7ld", N);
-        printf("\n");
-        for (int i = 0; i <= nb && i < 33; i++) {
-            if (!have[i]) continue;
-            char label[48];
-            if (i == 0) snprintf(label, sizeof label, "naive");
-            else snprintf(label, sizeof label, "bwd %d", bs[i - 1]->id);
-            printf(" %-14s", label);
-            int c2 = 0;
-            for (long N = 512; N <= 16384; N *= 2, c2++) {
-                const double F = 2.5 * 4.0 * 16384 * 2048 * N / (o->causal ? 2 : 1); /* B*N = 16384, H*D = 2048 */
-                if (t[i][c2] < 0) printf(" %7s", "OOM");
-                else printf(" %7.1f", F / t[i][c2] / 1e9);
-            }
-            printf("\n");
-        }
+        print_bench_table(1, D, 2.5 * 4.0 * 16384 * 2048 / (o->causal ? 2 : 1), ids, nb + 1 < 33 ? nb + 1 : 33,
+                          (const double (*)[BENCH_COLS])t, have); /* 2.5 * 4*B*H*N*N*D with B*N = 16384, H*D = 2048 */
         printf(" L's cost, forward kernel %d (%% more time writing L):", fk->id);
-        for (int c2 = 0; c2 < 6; c2++) printf(" %+5.1f%%", 100.0 * (tf[1][c2] / tf[0][c2] - 1));
+        for (int c2 = 0; c2 < BENCH_COLS; c2++) printf(" %+5.1f%%", 100.0 * (tf[1][c2] / tf[0][c2] - 1));
         printf("\n");
     }
     return EXIT_OK;
@@ -780,9 +693,9 @@ int bwd_run_sanitize(const Opts *o)
             if (!fk) continue;
             for (int a = 0; a < 2; a++)
                 for (int causal = 0; causal < 2; causal++) {
-                    BwdProblem p;
+                    Problem p;
                     bp_make(&p, 2, 3, Ns[a], D, dt, causal, 11);
-                    bp_need_L(&p);
+                    problem_need_L(&p);
                     if (fk->launch_l(p.Q, p.K, p.V, p.O, p.L, p.B, p.H, p.N, D, dt, causal, NULL) != 0) return EXIT_FAIL;
                     gpu_sync_check();
                     printf("ran kernel %d with L %s N=%ld D=%ld%s\n", fk->id, dtype_name(dt), Ns[a], D, causal ? " causal" : "");
@@ -800,7 +713,7 @@ int bwd_run_sanitize(const Opts *o)
                                causal ? " causal" : "");
                         ran++;
                     }
-                    bp_free(&p);
+                    problem_free(&p);
                 }
         }
     if (!ran) {

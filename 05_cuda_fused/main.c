@@ -23,11 +23,17 @@
  *        fp32 kernels take D in 8..128 (multiples of 8; kernel 2: of 16),
  *        the fp16/bf16 kernels D = 64 or 128. The backward (backward.c,
  *        bwdN_*.cu): fp32 D in 16..128 (multiples of 16), fp16/bf16 D = 64, 128.
+ * Files: this one, the forward's checks, run and benchmark; backward.c the
+ *        backward's; alibi.c the kernels with a score modifier (--alibi);
+ *        driver.c the plumbing the three share (the problem on the device,
+ *        the reference's rows, --kernel, the tables and the CSV).
  */
 #include "common.h"
 #include "gpu.h"
 #include "kernels.h"
 #include "backward.h"
+#include "driver.h"
+#include "alibi.h"
 #include "../01_naive/naive.h"
 
 #include <math.h>
@@ -35,143 +41,6 @@
 #include <string.h>
 
 #ifdef HAVE_CUDA
-
-// --- one kernel on one shape ---------------------------------------------------------
-
-/* Inputs on the device, their float (dtype-rounded) host copies, the output. */
-typedef struct {
-    long B, H, N, D;
-    int dtype, causal;
-    size_t n;
-    float *q, *k, *v;          /* host, rounded to dtype */
-    void *dq, *dk, *dv, *dout; /* device, dtype */
-} Problem;
-
-static void problem_make(Problem *p, long B, long H, long N, long D, int dtype, int causal, uint64_t seed, const Opts *o)
-{
-    memset(p, 0, sizeof *p);
-    p->B = B; p->H = H; p->N = N; p->D = D; p->dtype = dtype; p->causal = causal;
-    p->n = (size_t)B * H * N * D;
-    if (o && o->qfile) {
-        Opts oo = *o;
-        inputs_load_or_make(&oo, &p->q, &p->k, &p->v);
-    } else {
-        p->q = xmalloc(p->n * 4, "Q"); p->k = xmalloc(p->n * 4, "K"); p->v = xmalloc(p->n * 4, "V");
-        make_qkv(p->q, p->k, p->v, p->n, seed);
-    }
-    round_to_dtype(p->q, p->n, dtype); round_to_dtype(p->k, p->n, dtype); round_to_dtype(p->v, p->n, dtype);
-    p->dq = dupload(p->q, p->n, dtype, "Q");
-    p->dk = dupload(p->k, p->n, dtype, "K");
-    p->dv = dupload(p->v, p->n, dtype, "V");
-    p->dout = dmalloc(p->n * dtype_size(dtype), "O");
-}
-
-static void problem_free(Problem *p)
-{
-    dfree(p->dq); dfree(p->dk); dfree(p->dv); dfree(p->dout);
-    tfree(p->q); tfree(p->k); tfree(p->v);
-}
-
-/* The rows compared with the float64 reference: all rows up to N = 2048,
- * every 61st row of every head beyond (the reference is O(N D) per row on
- * the CPU). The reference rows are computed once per Problem. */
-typedef struct { long stride; size_t nrows; double *ref; } RefRows;
-
-static RefRows ref_rows_bias(const Problem *p, const float *slope);
-static RefRows ref_rows(const Problem *p) { return ref_rows_bias(p, NULL); }
-
-/* The same with ALiBi (slope: host [B*H], NULL for none). */
-static RefRows ref_rows_bias(const Problem *p, const float *slope)
-{
-    RefRows r;
-    r.stride = p->N <= 2048 ? 1 : 61;
-    long per_head = (p->N + r.stride - 1) / r.stride;
-    r.nrows = (size_t)p->B * p->H * per_head;
-    r.ref = xmalloc(r.nrows * p->D * sizeof(double), "reference rows");
-    double *scratch = xmalloc((size_t)p->N * sizeof(double), "reference scores");
-    size_t w = 0;
-    for (long h = 0; h < p->B * p->H; h++)
-        for (long i = 0; i < p->N; i += r.stride, w++) {
-            size_t hd = (size_t)h * p->N * p->D;
-            ref_attention_row_bias(p->q + hd, p->k + hd, p->v + hd, p->N, p->D, p->causal, i, slope ? slope[h] : 0.0,
-                                   scratch, r.ref + w * p->D);
-        }
-    tfree(scratch);
-    return r;
-}
-
-/* Download O (converted to float) and pick the reference rows out of it. */
-static float *gather_rows(const Problem *p, const RefRows *r, float *full)
-{
-    float *got = xmalloc(r->nrows * p->D * 4, "sampled rows");
-    size_t w = 0;
-    ddownload(full, p->dout, p->n, p->dtype);
-    for (long h = 0; h < p->B * p->H; h++)
-        for (long i = 0; i < p->N; i += r->stride, w++)
-            memcpy(got + w * p->D, full + (size_t)h * p->N * p->D + (size_t)i * p->D, (size_t)p->D * 4);
-    return got;
-}
-
-/* Run kernel kn (or naive when kn == NULL) once on a poisoned output and
- * compare. atol: the caller's (fp32: tol_fp32 of naive's error, plus 1e-5 rel; 16-bit: tol_16bit). */
-static int run_compare_bias(const FusedKernel *kn, Problem *p, const RefRows *r, double atol, Err *e, float *full,
-                            const float *slope_d);
-static int run_compare(const FusedKernel *kn, Problem *p, const RefRows *r, double atol, Err *e, float *full)
-{
-    return run_compare_bias(kn, p, r, atol, e, full, NULL);
-}
-
-/* The yardstick of a kernel with ALiBi: what naive attention with the same bias, in the same dtype, gets
- * wrong on the rows r holds (computed here as naive_gpu.cu computes: scores in fp32 from the dtype's inputs,
- * the softmax in fp32, P stored in the dtype, P V summed in fp32, O stored in the dtype). A sharper softmax,
- * which ALiBi makes, leaves larger errors than plain attention's on the same inputs, so plain naive is not
- * the yardstick here. */
-static double naive_bias_error(const Problem *p, const float *slope, const RefRows *r)
-{
-    const float scale = 1.0f / sqrtf((float)p->D);
-    float *s = xmalloc((size_t)p->N * sizeof(float), "row scores"), *o = xmalloc((size_t)p->D * sizeof(float), "row");
-    double worst = 0;
-    size_t w = 0;
-    for (long h = 0; h < p->B * p->H; h++)
-        for (long i = 0; i < p->N; i += r->stride, w++) {
-            const size_t hd = (size_t)h * p->N * p->D;
-            const long jend = p->causal ? i + 1 : p->N;
-            float m = -INFINITY, l = 0.0f;
-            for (long j = 0; j < jend; j++) {
-                s[j] = dot_f32(p->q + hd + i * p->D, p->k + hd + j * p->D, p->D) * scale - slope[h] * (float)(i > j ? i - j : j - i);
-                m = fmaxf(m, s[j]);
-            }
-            for (long j = 0; j < jend; j++) { s[j] = expf(s[j] - m); l += s[j]; }
-            for (long j = 0; j < jend; j++) s[j] /= l;
-            round_to_dtype(s, (size_t)jend, p->dtype);                  /* P stored in the dtype */
-            for (long d = 0; d < p->D; d++) o[d] = 0.0f;
-            for (long j = 0; j < jend; j++)
-                for (long d = 0; d < p->D; d++) o[d] += s[j] * p->v[hd + j * p->D + d];
-            round_to_dtype(o, (size_t)p->D, p->dtype);                  /* O stored in the dtype */
-            for (long d = 0; d < p->D; d++) {
-                const double e = fabs((double)o[d] - r->ref[w * p->D + d]);
-                if (e > worst) worst = e;
-            }
-        }
-    tfree(s); tfree(o);
-    return worst;
-}
-
-/* The same through launch_alibi (slope_d: device [B*H]), against rows made with the same slopes. */
-static int run_compare_bias(const FusedKernel *kn, Problem *p, const RefRows *r, double atol, Err *e, float *full,
-                            const float *slope_d)
-{
-    dpoison(p->dout, p->n, p->dtype);
-    int rc = slope_d ? kn->launch_alibi(p->dq, p->dk, p->dv, p->dout, slope_d, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL)
-           : kn ? kn->launch(p->dq, p->dk, p->dv, p->dout, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL)
-                : naive_attention_gpu(p->dq, p->dk, p->dv, p->dout, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL);
-    if (rc != 0) return rc;
-    gpu_sync_check();
-    float *got = gather_rows(p, r, full);
-    *e = compare(got, r->ref, r->nrows * p->D, atol, p->dtype == DT_FP32 ? 1e-5 : 0);
-    tfree(got);
-    return 0;
-}
 
 // --- timing ----------------------------------------------------------------------------
 
@@ -181,16 +50,12 @@ static void time_fn(void *ctx)
     TimeCtx *t = ctx;
     Problem *p = t->p;
     if (t->kn)
-        t->kn->launch(p->dq, p->dk, p->dv, p->dout, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL);
+        t->kn->launch(p->Q, p->K, p->V, p->O, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL);
     else
-        naive_attention_gpu_ws(p->dq, p->dk, p->dv, p->dout, p->B, p->H, p->N, p->D, p->dtype, p->causal, t->S, t->P, NULL);
+        naive_attention_gpu_ws(p->Q, p->K, p->V, p->O, p->B, p->H, p->N, p->D, p->dtype, p->causal, t->S, t->P, NULL);
 }
 
-static double flops(const Problem *p)
-{
-    double f = 4.0 * p->B * p->H * p->N * p->N * p->D; /* FlashAttention's convention */
-    return p->causal ? f / 2 : f;
-}
+static double flops(const Problem *p) { return attn_flops(p->B, p->H, p->N, p->D, p->causal); }
 
 /* Median ms of the kernel (naive: with S and P allocated outside the timed
  * region, as a caching allocator gives them). Returns -1 if naive's S and P
@@ -199,12 +64,7 @@ static double time_one(const FusedKernel *kn, Problem *p, int repeat, size_t *pe
 {
     TimeCtx t = {kn, p, NULL, NULL};
     dmem_reset_peak();
-    if (!kn) {
-        size_t nn = (size_t)p->B * p->H * p->N * p->N * dtype_size(p->dtype);
-        t.S = dmalloc_try(nn);
-        t.P = t.S ? dmalloc_try(nn) : NULL;
-        if (!t.P) { dfree(t.S); return -1; }
-    }
+    if (!kn && naive_buffers(p, &t.S, &t.P) != 0) return -1;
     double ms = gpu_time_median_ms(time_fn, &t, 2, repeat);
     if (peak) *peak = dmem_peak();
     dfree(t.S); dfree(t.P);
@@ -218,8 +78,8 @@ static double time_one(const FusedKernel *kn, Problem *p, int repeat, size_t *pe
  * agree within 0.3%. */
 static void time_interleaved(const FusedKernel *const *kns, int n, Problem *p, int repeat, double *ms)
 {
-    size_t nn = (size_t)p->B * p->H * p->N * p->N * dtype_size(p->dtype);
-    void *S = dmalloc_try(nn), *P = S ? dmalloc_try(nn) : NULL;
+    void *S, *P;
+    naive_buffers(p, &S, &P);
     TimeCtx *c = xmalloc((size_t)n * sizeof *c, "bench contexts");
     void (**fns)(void *) = xmalloc((size_t)n * sizeof *fns, "bench methods");
     void **ctx = xmalloc((size_t)n * sizeof *ctx, "bench contexts");
@@ -234,50 +94,37 @@ static void time_interleaved(const FusedKernel *const *kns, int n, Problem *p, i
     dfree(P);
 }
 
-// --- which kernels run -------------------------------------------------------------
-
-static int kernel_runs(const FusedKernel *kn, int dtype, long D)
-{
-    return (kn->dtypes & (1u << dtype)) && kn->supports_dim(D) && !FUSED_UNAVAILABLE(kn);
-}
-
 // --- the checks ---------------------------------------------------------------------
 
 /* The forward's grid (fwd), then the backward's (bwd, backward.c); `only`
  * is a forward kernel id, or a backward one when only the backward runs. */
-static int run_checks(long only, int quick, int fwd, int bwd)
+static int run_checks(long only, int fwd, int bwd)
 {
-    static const long Ns[] = {1, 2, 17, 63, 64, 65, 257, 1000, 1025};
+    static const long Ns[] = CHECK_NS;
     static const long Ds[] = {16, 32, 64, 128};
-    static const long quickN[] = {65, 257};
     int nk;
     const FusedKernel *const *ks = fused_kernels(&nk);
     char name[160], eb[128];
     printf("device: %s\n", gpu_describe());
-    for (int i = 0; i < nk && fwd; i++) /* a kernel this GPU cannot run (10-14 off Hopper): one line, then silence */
-        if ((!only || ks[i]->id == only) && FUSED_UNAVAILABLE(ks[i])) {
-            snprintf(name, sizeof name, "kernel%d", ks[i]->id);
-            report_skip(name, "%s", FUSED_UNAVAILABLE(ks[i]));
-        }
+    if (fwd) report_unavailable(0, only); /* a kernel this GPU cannot run (10-14 off Hopper): one line, then silence */
     for (int dt = 0; dt < 3 && fwd; dt++)
         for (size_t b = 0; b < 4; b++)
-            for (size_t a = 0; a < (quick ? 2u : 9u); a++) {
-                long N = quick ? quickN[a] : Ns[a], D = quick ? 64 : Ds[b];
-                if (quick && b) continue;
+            for (size_t a = 0; a < N_CHECK_NS; a++) {
+                long N = Ns[a], D = Ds[b];
                 int any = 0;
-                for (int i = 0; i < nk; i++) any |= (!only || ks[i]->id == only) && kernel_runs(ks[i], dt, D);
+                for (int i = 0; i < nk; i++) any |= (!only || ks[i]->id == only) && fused_runs(ks[i], dt, D);
                 if (!any) continue;
                 for (int causal = 0; causal < 2; causal++) {
-                    if (causal && !(N == 1 || N == 65 || N == 1000 || quick)) continue;
+                    if (causal && !(N == 1 || N == 65 || N == 1000)) continue;
                     Problem p;
                     long B = 2, H = 3; /* B*H > 1 with B != H */
                     problem_make(&p, B, H, N, D, dt, causal, 1000 + a * 17 + b * 3 + causal, NULL);
-                    RefRows r = ref_rows(&p);
+                    RefRows r = ref_rows(&p, NULL);
                     float *full = xmalloc(p.n * 4, "O"), *full2 = xmalloc(p.n * 4, "O again");
                     double naive_err = 0;
                     { /* the yardstick: naive in the same dtype, same inputs */
                         Err en;
-                        naive_err = run_compare(NULL, &p, &r, 1.0, &en, full) == 0 ? en.max_abs : NAN; /* NaN: tol_fp32's floor, tol_16bit's cap */
+                        naive_err = run_compare(NULL, &p, &r, 1.0, &en, full, NULL) == 0 ? en.max_abs : NAN; /* NaN: tol_fp32's floor, tol_16bit's cap */
                     }
                     float *first_fp32 = NULL;
                     for (int i = 0; i < nk; i++) {
@@ -288,7 +135,7 @@ static int run_checks(long only, int quick, int fwd, int bwd)
                         if (!kn->supports_dim(D)) { report_skip(name, "kernel %d is not built for D=%ld", kn->id, D); continue; }
                         Err e;
                         double atol = dt == DT_FP32 ? tol_fp32(naive_err) : tol_16bit(naive_err);
-                        if (run_compare(kn, &p, &r, atol, &e, full) != 0) { report(0, NULL, name, "launch refused"); continue; }
+                        if (run_compare(kn, &p, &r, atol, &e, full, NULL) != 0) { report(0, NULL, name, "launch refused"); continue; }
                         if (dt == DT_FP32)
                             report(e.n_bad == 0, &e, name, "%s (tol %.1e abs + 1e-5 rel: 2x naive fp32's %.1e, at least 1e-5)",
                                    fmt_err(&e, eb, sizeof eb), atol, naive_err);
@@ -297,7 +144,7 @@ static int run_checks(long only, int quick, int fwd, int bwd)
                                    fmt_err(&e, eb, sizeof eb), dtype_name(dt), naive_err, atol);
                         /* Two runs, bit-identical: a race or an unwritten element shows here. */
                         Err e2;
-                        run_compare(kn, &p, &r, atol, &e2, full2);
+                        run_compare(kn, &p, &r, atol, &e2, full2, NULL);
                         snprintf(name, sizeof name, "kernel%d %s N=%ld D=%ld%s rerun", kn->id, dtype_name(dt), N, D, causal ? " causal" : "");
                         report(memcmp(full, full2, p.n * 4) == 0, NULL, name, "two runs bit-identical");
                         if (dt == DT_FP32) { /* block-size independence: every fp32 kernel tiles differently */
@@ -320,59 +167,24 @@ static int run_checks(long only, int quick, int fwd, int bwd)
                     problem_free(&p);
                 }
             }
-    for (int dt = 0; dt < 3 && fwd; dt++) /* a score modifier, ALiBi, in the kernels that take one (question 5) */
-        for (int a = 0; a < 4; a++)
-            for (int b = 0; b < 2; b++)
-                for (int causal = 0; causal < 2; causal++) {
-                    static const long aN[] = {1, 65, 257, 1000}, aD[] = {64, 128};
-                    int any = 0;
-                    for (int i = 0; i < nk; i++)
-                        any |= (!only || ks[i]->id == only) && ks[i]->launch_alibi && kernel_runs(ks[i], dt, aD[b]);
-                    if (!any) continue;
-                    Problem p;
-                    problem_make(&p, 2, 3, aN[a], aD[b], dt, causal, 5000 + a * 7 + b * 3 + causal, NULL);
-                    float *slope = xmalloc(6 * sizeof(float), "slopes");
-                    alibi_slopes(slope, 2, 3);
-                    void *slope_d = dupload(slope, 6, DT_FP32, "ALiBi slopes");
-                    RefRows r = ref_rows_bias(&p, slope);
-                    float *full = xmalloc(p.n * 4, "O");
-                    const double naive_err = naive_bias_error(&p, slope, &r); /* naive with the bias, same dtype */
-                    const double atol = dt == DT_FP32 ? tol_fp32(naive_err) : tol_16bit(naive_err);
-                    for (int i = 0; i < nk; i++) {
-                        const FusedKernel *kn = ks[i];
-                        if ((only && kn->id != only) || !kn->launch_alibi || !kernel_runs(kn, dt, aD[b])) continue;
-                        Err e;
-                        snprintf(name, sizeof name, "kernel%d alibi %s B=2 H=3 N=%ld D=%ld%s", kn->id, dtype_name(dt), aN[a],
-                                 aD[b], causal ? " causal" : "");
-                        if (run_compare_bias(kn, &p, &r, atol, &e, full, (const float *)slope_d) != 0) {
-                            report(0, NULL, name, "launch refused");
-                            continue;
-                        }
-                        report(e.n_bad == 0 && e.max_abs <= atol, &e, name, "vs the float64 reference with the same "
-                               "bias: %s; naive with the bias in %s %.2e, tol 2x = %.1e%s", fmt_err(&e, eb, sizeof eb),
-                               dtype_name(dt), naive_err, atol, dt == DT_FP32 ? " (at least 1e-5)" : "");
-                    }
-                    dfree(slope_d);
-                    tfree(slope); tfree(full); tfree(r.ref);
-                    problem_free(&p);
-                }
+    if (fwd) alibi_checks(only); /* a score modifier, ALiBi, in the kernels that take one (question 5) */
     if (fwd && (!only || only <= 2)) { /* fp32 on large scores: the tolerance scales with naive's error */
         Problem p;
         problem_make(&p, 1, 2, 1031, 128, DT_FP32, 0, 4242, NULL);
         for (size_t i = 0; i < p.n; i++) { p.q[i] *= 3.0f; p.k[i] *= 3.0f; } /* scores 9x larger */
-        dupload_into(p.dq, p.q, p.n, DT_FP32);
-        dupload_into(p.dk, p.k, p.n, DT_FP32);
-        RefRows r = ref_rows(&p);
+        dupload_into(p.Q, p.q, p.n, DT_FP32);
+        dupload_into(p.K, p.k, p.n, DT_FP32);
+        RefRows r = ref_rows(&p, NULL);
         float *full = xmalloc(p.n * 4, "O");
         Err en;
-        if (run_compare(NULL, &p, &r, 1.0, &en, full) != 0) en.max_abs = NAN; /* naive did not fit: tol_fp32's floor */
+        if (run_compare(NULL, &p, &r, 1.0, &en, full, NULL) != 0) en.max_abs = NAN; /* naive did not fit: tol_fp32's floor */
         for (int i = 0; i < nk; i++) {
             const FusedKernel *kn = ks[i];
             if ((only && kn->id != only) || !(kn->dtypes & (1u << DT_FP32)) || !kn->supports_dim(128)) continue;
             Err e;
             const double atol = tol_fp32(en.max_abs);
             snprintf(name, sizeof name, "kernel%d fp32 B=1 H=2 N=1031 D=128, Q and K x3", kn->id);
-            if (run_compare(kn, &p, &r, atol, &e, full) != 0) { report(0, NULL, name, "launch refused"); continue; }
+            if (run_compare(kn, &p, &r, atol, &e, full, NULL) != 0) { report(0, NULL, name, "launch refused"); continue; }
             report(e.n_bad == 0, &e, name, "%s (tol %.1e: 2x naive fp32's %.1e on these inputs; a fixed 1e-5 called "
                    "a right kernel wrong here)", fmt_err(&e, eb, sizeof eb), atol, en.max_abs);
         }
@@ -383,143 +195,73 @@ static int run_checks(long only, int quick, int fwd, int bwd)
     return report_finish();
 }
 
-// --- the default run and the benchmark ---------------------------------------------------
-
-static void print_row(FILE *csv, const char *mode, const Problem *p, int id, const char *name, double ms, size_t peak,
-                      const Err *e)
-{
-    char b1[32];
-    double tf = ms > 0 ? flops(p) / ms / 1e9 : 0;
-    if (ms < 0) printf("  %-9s %-16s %10s\n", id ? "" : "naive", name, "OOM");
-    else
-        printf("  %-9s %-16s %9.3f ms %8.2f TFLOP/s  peak %10s  max abs %.2e  rel L2 %.2e\n", id ? "" : "naive", name, ms,
-               tf, fmt_bytes((double)peak, b1, sizeof b1), e ? e->max_abs : 0.0, e ? e->rel_l2 : 0.0);
-    if (csv)
-        fprintf(csv, "%s,%s,%d,%s,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,%zu,%.3e,%.3e\n", mode, dtype_name(p->dtype), id, name, p->B,
-                p->H, p->N, p->D, p->causal, ms, tf, peak, e ? e->max_abs : 0.0, e ? e->rel_l2 : 0.0);
-}
-
-typedef struct { const FusedKernel *kn; Problem *p; const void *slope_d; } AlibiCtx;
-static void alibi_fn(void *c)
-{
-    AlibiCtx *a = c;
-    Problem *p = a->p;
-    if (a->slope_d)
-        a->kn->launch_alibi(p->dq, p->dk, p->dv, p->dout, (const float *)a->slope_d, p->B, p->H, p->N, p->D, p->dtype,
-                            p->causal, NULL);
-    else
-        a->kn->launch(p->dq, p->dk, p->dv, p->dout, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL);
-}
-
-/* --alibi: the kernels with a score modifier, checked against the float64 reference with ALiBi, and timed
- * with and without it in the same run. */
-static int run_alibi(const Opts *o)
-{
-    int nk, ok = 1, any = 0;
-    const FusedKernel *const *ks = fused_kernels(&nk);
-    char eb[128];
-    Problem p;
-    printf("step05 --alibi: ALiBi's -slope_h |i - j| on the scores, before the row max, %s, B=%ld H=%ld N=%ld D=%ld%s\n",
-           dtype_name(o->dtype), o->B, o->H, o->N, o->D, o->causal ? ", causal" : "");
-    printf("device: %s\n", gpu_describe());
-    problem_make(&p, o->B, o->H, o->N, o->D, o->dtype, o->causal, o->seed, o);
-    float *slope = xmalloc((size_t)o->B * o->H * sizeof(float), "slopes");
-    alibi_slopes(slope, o->B, o->H);
-    void *slope_d = dupload(slope, (size_t)o->B * o->H, DT_FP32, "ALiBi slopes");
-    RefRows r = ref_rows_bias(&p, slope);
-    float *full = xmalloc(p.n * 4, "O");
-    const double naive_err = naive_bias_error(&p, slope, &r);
-    const double atol = o->dtype == DT_FP32 ? tol_fp32(naive_err) : tol_16bit(naive_err);
-    printf("reference: float64 with the bias, %s; naive attention with the bias in %s (emulated on the CPU as "
-           "naive_gpu.cu computes it) is off by %.2e there: the tolerance is 2x that\n",
-           r.stride == 1 ? "all rows" : "every 61st row of every head", dtype_name(o->dtype), naive_err);
-    for (int i = 0; i < nk; i++) {
-        const FusedKernel *kn = ks[i];
-        if (!opts_kernel(o, kn->id) || !kn->launch_alibi || !kernel_runs(kn, o->dtype, o->D)) continue;
-        any = 1;
-        Err e;
-        if (run_compare_bias(kn, &p, &r, atol, &e, full, (const float *)slope_d) != 0) { ok = 0; continue; }
-        AlibiCtx a = {kn, &p, slope_d}, plain = {kn, &p, NULL};
-        void (*const fns[2])(void *) = {alibi_fn, alibi_fn};
-        void *const ctx[2] = {&a, &plain};
-        double ms[2];
-        gpu_time_interleaved_ms(fns, ctx, 2, 2, (int)o->repeat, ms); /* with and without, against each other */
-        const double ms_a = ms[0], ms_p = ms[1];
-        printf("  kernel %-2d %-16s with ALiBi vs float64 with the bias: %s (tol %.1e)  %s\n"
-               "            %.3f ms with ALiBi, %.3f ms without (%+.1f%%; interleaved, median of %ld)\n", kn->id, kn->name, fmt_err(&e, eb, sizeof eb),
-               atol, e.n_bad == 0 ? "ok" : "WRONG", ms_a, ms_p, 100.0 * (ms_a / ms_p - 1), o->repeat);
-        ok &= e.n_bad == 0;
-    }
-    if (!any) printf("  no kernel with a score modifier takes %s at D=%ld (kernel 2: fp32 D 16..128; kernel 3: fp16/bf16 D 64, 128)\n",
-                     dtype_name(o->dtype), o->D);
-    dfree(slope_d);
-    tfree(slope); tfree(full); tfree(r.ref);
-    problem_free(&p);
-    return ok ? EXIT_OK : EXIT_FAIL;
-}
+// --- the default run, ALiBi and the benchmark --------------------------------------------------
 
 static int run_default(const Opts *o, FILE *csv)
 {
     int nk, ok = 1;
     const FusedKernel *const *ks = fused_kernels(&nk);
-    char desc[512], eb[128], b1[32];
+    char desc[512], eb[128], b1[32], label[32], lim[160];
     Problem p;
     printf("step05: fused attention kernels vs naive, %s, B=%ld H=%ld N=%ld D=%ld%s\n", dtype_name(o->dtype), o->B, o->H,
            o->N, o->D, o->causal ? ", causal" : "");
     printf("device: %s\n", gpu_describe());
     problem_make(&p, o->B, o->H, o->N, o->D, o->dtype, o->causal, o->seed, o);
-    RefRows r = ref_rows(&p);
+    RefRows r = ref_rows(&p, NULL);
     float *full = xmalloc(p.n * 4, "O");
     printf("reference: float64 on the CPU, %s (%zu rows)\n",
            r.stride == 1 ? "all rows" : "every 61st row of every head", r.nrows);
     /* 1. Check everything before timing anything. */
     Err en, ek[32];
-    int nrc = run_compare(NULL, &p, &r, o->dtype == DT_FP32 ? 1e-5 : 2e-2, &en, full);
+    int nrc = run_compare(NULL, &p, &r, o->dtype == DT_FP32 ? 1e-5 : 2e-2, &en, full, NULL);
     printf("\nchecks (output poisoned with NaN before each run):\n");
     if (nrc == 0) printf("  %-9s %-16s %s\n", "naive", "cuBLAS+softmax", fmt_err(&en, eb, sizeof eb));
-    else printf("  %-9s OOM: S and P need %s\n", "naive", fmt_bytes(2.0 * p.B * p.H * p.N * p.N * dtype_size(p.dtype), b1, sizeof b1));
+    else printf("  %-9s OOM: S and P need %s of device memory, %s\n", "naive",
+                fmt_bytes(2.0 * p.B * p.H * p.N * p.N * dtype_size(p.dtype), b1, sizeof b1), dmem_limit_desc(lim, sizeof lim));
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
+        kernel_label(0, kn->id, label, sizeof label);
         if (opts_kernel(o, kn->id) && FUSED_UNAVAILABLE(kn) && (kn->dtypes & (1u << o->dtype)))
-            printf("  kernel %-2d %-16s skipped: %s\n", kn->id, kn->name, FUSED_UNAVAILABLE(kn));
-        if (!opts_kernel(o, kn->id) || !kernel_runs(kn, o->dtype, o->D)) continue;
+            printf("  %-9s %-16s skipped: %s\n", label, kn->name, FUSED_UNAVAILABLE(kn));
+        if (!opts_kernel(o, kn->id) || !fused_runs(kn, o->dtype, o->D)) continue;
         double atol = o->dtype == DT_FP32 ? (nrc == 0 ? tol_fp32(en.max_abs) : 1e-5) : (nrc == 0 ? tol_16bit(en.max_abs) : 2e-2);
-        if (run_compare(kn, &p, &r, atol, &ek[i], full) != 0) { ok = 0; continue; }
+        if (run_compare(kn, &p, &r, atol, &ek[i], full, NULL) != 0) { ok = 0; continue; }
         int good = ek[i].n_bad == 0;
-        printf("  kernel %-2d %-16s %s  %s\n", kn->id, kn->name, fmt_err(&ek[i], eb, sizeof eb), good ? "ok" : "WRONG");
+        printf("  %-9s %-16s %s  %s\n", label, kn->name, fmt_err(&ek[i], eb, sizeof eb), good ? "ok" : "WRONG");
         ok &= good;
     }
     /* 2. Time: naive, then each kernel, in this one run. */
     printf("\ntimes (CUDA events, 2 warm-ups, median of %ld; TFLOP/s = %s*B*H*N*N*D / time):\n", o->repeat, o->causal ? "2" : "4");
-    size_t peak;
+    size_t peak = 0;
     double t_naive = nrc == 0 ? time_one(NULL, &p, (int)o->repeat, &peak) : -1;
-    print_row(csv, "default", &p, 0, "cuBLAS+softmax", t_naive, nrc == 0 ? peak : 0, nrc == 0 ? &en : NULL);
+    if (t_naive < 0)
+        printf("  %-9s %-16s %10s\n", "naive", "cuBLAS+softmax", "OOM");
+    else
+        printf("  %-9s %-16s %9.3f ms %8.2f TFLOP/s  peak %10s  max abs %.2e  rel L2 %.2e\n", "naive", "cuBLAS+softmax",
+               t_naive, flops(&p) / t_naive / 1e9, fmt_bytes((double)peak, b1, sizeof b1), en.max_abs, en.rel_l2);
+    if (csv) { /* naive not run (OOM): its errors written as 0 */
+        const double err[2] = {nrc == 0 ? en.max_abs : 0.0, nrc == 0 ? en.rel_l2 : 0.0};
+        csv_row(csv, "default", &p, 0, "cuBLAS+softmax", t_naive, t_naive > 0 ? flops(&p) / t_naive / 1e9 : 0,
+                nrc == 0 ? peak : 0, err);
+    }
     double best = -1;
     const FusedKernel *best_k = NULL;
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
-        if (!opts_kernel(o, kn->id) || !kernel_runs(kn, o->dtype, o->D)) continue;
+        if (!opts_kernel(o, kn->id) || !fused_runs(kn, o->dtype, o->D)) continue;
         double ms = time_one(kn, &p, (int)o->repeat, &peak);
-        char label[64];
-        snprintf(label, sizeof label, "kernel %d", kn->id);
-        printf("  %-9s %-16s %9.3f ms %8.2f TFLOP/s  peak %10s", label, kn->name, ms, flops(&p) / ms / 1e9,
-               fmt_bytes((double)peak, b1, sizeof b1));
-        if (t_naive > 0) printf("  %.2fx naive", t_naive / ms);
-        printf("\n");
-        if (csv)
-            fprintf(csv, "default,%s,%d,%s,%ld,%ld,%ld,%ld,%d,%.6f,%.4f,%zu,%.3e,%.3e\n", dtype_name(p.dtype), kn->id, kn->name,
-                    p.B, p.H, p.N, p.D, p.causal, ms, flops(&p) / ms / 1e9, peak, ek[i].max_abs, ek[i].rel_l2);
         kn->describe(o->D, o->dtype, desc, sizeof desc);
-        printf("            %s\n", desc);
+        print_time_row(kernel_label(0, kn->id, label, sizeof label), kn->name, ms, flops(&p) / ms / 1e9, peak, t_naive, desc);
+        if (csv)
+            csv_row(csv, "default", &p, kn->id, kn->name, ms, flops(&p) / ms / 1e9, peak, (double[2]){ek[i].max_abs, ek[i].rel_l2});
         if (best < 0 || ms < best) { best = ms; best_k = kn; }
     }
     if (best_k && t_naive > 0)
-        printf("\nanswer: the fastest fused kernel here (kernel %d, %s) takes %.3f ms vs naive's %.3f ms: %.2fx, "
-               "and needs no [B,H,N,N] buffer (naive's S and P: %s)\n", best_k->id, best_k->name, best, t_naive,
-               t_naive / best, fmt_bytes(2.0 * p.B * p.H * p.N * p.N * dtype_size(p.dtype), b1, sizeof b1));
+        print_answer_fastest("fused kernel", best_k->id, best_k->name, best, t_naive, "S and P",
+                             2.0 * p.B * p.H * p.N * p.N * dtype_size(p.dtype));
     if (o->outfile) {
         long shp[4] = {o->B, o->H, o->N, o->D};
-        ddownload(full, p.dout, p.n, p.dtype);
+        ddownload(full, p.O, p.n, p.dtype);
         if (npy_save(o->outfile, full, shp, 4, o->dtype == DT_FP16 ? DT_FP16 : DT_FP32) != 0) {
             fprintf(stderr, "step05: cannot write %s\n", o->outfile);
             return EXIT_FAIL;
@@ -553,17 +295,16 @@ static int run_bench(const Opts *o, FILE *csv)
     } else {
         printf("matrix-product ceiling: the %ld^3 GEMM does not fit on this GPU\n", gn);
     }
+    int ids[33];
+    for (int i = 0; i < nk && i < 32; i++) ids[i + 1] = ks[i]->id;
     for (int b = 0; b < 2; b++) {
         long D = Ds[b];
-        printf("\n D=%ld       N:", D);
-        for (long N = 512; N <= 16384; N *= 2) printf(" %7ld", N);
-        printf("\n");
         /* one row per method; measure column by column so inputs are made once per N */
-        double t[33][6];
+        double t[33][BENCH_COLS];
         int have[33];
         memset(have, 0, sizeof have);
         int col = 0;
-        for (long N = 512; N <= 16384; N *= 2, col++) {
+        for (long N = BENCH_N0; N <= BENCH_N1; N *= 2, col++) {
             Problem p;
             problem_make(&p, 16384 / N, 2048 / D, N, D, o->dtype, o->causal, o->seed + N, NULL);
             const FusedKernel *run[33];
@@ -571,7 +312,7 @@ static int run_bench(const Opts *o, FILE *csv)
             run[n] = NULL, slot[n++] = 0;                 /* naive first */
             for (int i = 0; i < nk && i < 32; i++) {
                 const FusedKernel *kn = ks[i];
-                if (!opts_kernel(o, kn->id) || !kernel_runs(kn, o->dtype, D)) continue;
+                if (!opts_kernel(o, kn->id) || !fused_runs(kn, o->dtype, D)) continue;
                 run[n] = kn, slot[n++] = i + 1;
             }
             double ms[33];
@@ -579,24 +320,14 @@ static int run_bench(const Opts *o, FILE *csv)
             for (int r = 0; r < n; r++) {
                 t[slot[r]][col] = ms[r];
                 have[slot[r]] = 1;
-                if (csv && ms[r] > 0) print_row(csv, "bench", &p, run[r] ? run[r]->id : 0, run[r] ? run[r]->name : "cuBLAS+softmax", ms[r], 0, NULL);
+                if (csv && ms[r] > 0) /* errors not measured here: written as 0.000e+00, as the default run's OOM row */
+                    csv_row(csv, "bench", &p, run[r] ? run[r]->id : 0, run[r] ? run[r]->name : "cuBLAS+softmax", ms[r],
+                            flops(&p) / ms[r] / 1e9, 0, (double[2]){0, 0});
             }
             problem_free(&p);
         }
-        for (int i = 0; i <= nk && i < 33; i++) {
-            if (!have[i]) continue;
-            char label[48];
-            if (i == 0) snprintf(label, sizeof label, "naive");
-            else snprintf(label, sizeof label, "kernel %d", ks[i - 1]->id);
-            printf(" %-14s", label);
-            int c = 0;
-            for (long N = 512; N <= 16384; N *= 2, c++) {
-                double f = 4.0 * 16384 * 2048 * N / (o->causal ? 2 : 1); /* 4*B*H*N*N*D with B*N = 16384, H*D = 2048 */
-                if (t[i][c] < 0) printf(" %7s", "OOM");
-                else printf(" %7.1f", f / t[i][c] / 1e9);
-            }
-            printf("\n");
-        }
+        print_bench_table(0, D, 4.0 * 16384 * 2048 / (o->causal ? 2 : 1), ids, nk + 1 < 33 ? nk + 1 : 33,
+                          (const double (*)[BENCH_COLS])t, have); /* 4*B*H*N*N*D with B*N = 16384, H*D = 2048 */
     }
     return EXIT_OK;
 }
@@ -621,21 +352,21 @@ static int run_sanitize_shapes(const Opts *o, int backward)
                 alibi_slopes(slope, 2, 3);
                 void *slope_d = dupload(slope, 6, DT_FP32, "ALiBi slopes");
                 for (int i = 0; i < nk; i++)
-                    if (opts_kernel(o, ks[i]->id) && kernel_runs(ks[i], dt, 64)) {
-                        dpoison(p.dout, p.n, dt);
-                        if (ks[i]->launch(p.dq, p.dk, p.dv, p.dout, p.B, p.H, p.N, p.D, dt, causal, NULL) != 0) return EXIT_FAIL;
+                    if (opts_kernel(o, ks[i]->id) && fused_runs(ks[i], dt, 64)) {
+                        dpoison(p.O, p.n, dt);
+                        if (ks[i]->launch(p.Q, p.K, p.V, p.O, p.B, p.H, p.N, p.D, dt, causal, NULL) != 0) return EXIT_FAIL;
                         gpu_sync_check();
                         printf("ran kernel %d %s N=%ld D=64%s\n", ks[i]->id, dtype_name(dt), Ns[a], causal ? " causal" : "");
                         ran++;
                         if (!ks[i]->launch_l) continue;   /* and the path that writes L, for the backward */
-                        if (ks[i]->launch_l(p.dq, p.dk, p.dv, p.dout, L, p.B, p.H, p.N, p.D, dt, causal, NULL) != 0) return EXIT_FAIL;
+                        if (ks[i]->launch_l(p.Q, p.K, p.V, p.O, L, p.B, p.H, p.N, p.D, dt, causal, NULL) != 0) return EXIT_FAIL;
                         gpu_sync_check();
                         printf("ran kernel %d with L %s N=%ld D=64%s\n", ks[i]->id, dtype_name(dt), Ns[a], causal ? " causal" : "");
                     }
                 for (int i = 0; i < nk; i++) /* and the ALiBi builds (kernels 2, 3) */
-                    if (opts_kernel(o, ks[i]->id) && kernel_runs(ks[i], dt, 64) && ks[i]->launch_alibi) {
-                        dpoison(p.dout, p.n, dt);
-                        if (ks[i]->launch_alibi(p.dq, p.dk, p.dv, p.dout, (const float *)slope_d, p.B, p.H, p.N, p.D, dt,
+                    if (opts_kernel(o, ks[i]->id) && fused_runs(ks[i], dt, 64) && ks[i]->launch_alibi) {
+                        dpoison(p.O, p.n, dt);
+                        if (ks[i]->launch_alibi(p.Q, p.K, p.V, p.O, (const float *)slope_d, p.B, p.H, p.N, p.D, dt,
                                                 causal, NULL) != 0)
                             return EXIT_FAIL;
                         gpu_sync_check();
@@ -705,32 +436,7 @@ int main(int argc, char **argv)
         usage_error("option --dim: %ld is not supported by the backward in %s (fp32: 16..128 in steps of 16; fp16/bf16: "
                     "64 or 128)", o.D, dtype_name(o.dtype));
 #ifdef HAVE_CUDA
-    if (backward) {
-        int nb, any = 0;
-        const BackwardKernel *const *bs = bwd_kernels(&nb);
-        if (o.kernel && (!bwd_kernel((int)o.kernel) || !bwd_kernel((int)o.kernel_last)))
-            usage_error("option --kernel: there is no backward kernel %ld (backward kernels 1..%d)",
-                        bwd_kernel((int)o.kernel) ? o.kernel_last : o.kernel,
-                        nb ? bs[nb - 1]->id : 0);
-        for (int i = 0; i < nb; i++)
-            any |= opts_kernel(&o, bs[i]->id) && (sanitize || ((bs[i]->dtypes & (1u << o.dtype)) &&
-                   (bench || o.check || bs[i]->supports_dim(o.D))));   /* --sanitize-shapes: every dtype and D */
-        if (!any && !o.check)
-            usage_error("option --dtype/--dim/--kernel: no backward kernel runs %s at D=%ld%s", dtype_name(o.dtype), o.D,
-                        o.kernel ? " with that --kernel" : "");
-    } else {
-        int nk, any = 0;
-        const FusedKernel *const *ks = fused_kernels(&nk);
-        if (o.kernel && (!fused_kernel((int)o.kernel) || !fused_kernel((int)o.kernel_last)))
-            usage_error("option --kernel: there is no kernel %ld (kernels 1..%d)",
-                        fused_kernel((int)o.kernel) ? o.kernel_last : o.kernel, nk ? ks[nk - 1]->id : 0);
-        for (int i = 0; i < nk; i++)
-            any |= opts_kernel(&o, ks[i]->id) && (sanitize || ((ks[i]->dtypes & (1u << o.dtype)) &&
-                   (bench || o.check || ks[i]->supports_dim(o.D))));
-        if (!any && !o.check)
-            usage_error("option --dtype/--dim/--kernel: no kernel runs %s at D=%ld%s", dtype_name(o.dtype), o.D,
-                        o.kernel ? " with that --kernel" : "");
-    }
+    kernel_option_check(&o, backward, sanitize, bench || o.check); /* --sanitize-shapes: every dtype and D */
 #endif
     if (!o.check && !sanitize && !gpu_available()) /* a reader's first contact, on a laptop: say what is missed, and where */
         printf("step05 runs the fused CUDA kernels, and needs an NVIDIA GPU: this machine has none usable (or this "
@@ -742,13 +448,13 @@ int main(int argc, char **argv)
                "make check runs their checks.\n");
     gpu_require(); /* exits 77 with one line when there is no GPU (or no CUDA in this build) */
 #ifdef HAVE_CUDA
-    if (o.check) return run_checks(o.kernel, 0, !backward, backward || !o.kernel);
+    if (o.check) return run_checks(o.kernel, !backward, backward || !o.kernel);
     if (sanitize) return run_sanitize_shapes(&o, backward);
     if (alibi) {
         if (bench || backward) usage_error("option --alibi runs on its own (not with --bench or --backward)");
-        return run_alibi(&o);
+        return alibi_run(&o);
     }
-    FILE *csv = o.csv ? csv_open(o.csv, "mode,dtype,kernel,name,B,H,N,D,causal,ms,tflops,peak_bytes,max_abs,rel_l2") : NULL;
+    FILE *csv = o.csv ? csv_open(o.csv, CSV_HEADER) : NULL;
     int rc = backward ? (bench ? bwd_run_bench(&o, csv) : bwd_run_default(&o, csv))
                       : bench ? run_bench(&o, csv) : run_default(&o, csv);
     if (csv) fclose(csv);

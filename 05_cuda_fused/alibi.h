@@ -1,0 +1,11 @@
+/* alibi.h: step 05's kernels with a score modifier, ALiBi (alibi.c). */
+#ifndef ALIBI_H
+#define ALIBI_H
+
+#include "common.h"
+
+/* The GPU parts (HAVE_CUDA builds). */
+void alibi_checks(long only);       /* PASS/FAIL lines of --check; only: a forward kernel id, or 0 */
+int alibi_run(const Opts *o);       /* ./step05 --alibi */
+
+#endif
