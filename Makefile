@@ -85,8 +85,9 @@ EXTRA_CU_step02 := 01_naive/naive_gpu.cu 05_cuda_fused/registry.cu $(wildcard 05
 EXTRA_C_step04  := 01_naive/naive.c
 EXTRA_CU_step05 := 01_naive/naive_gpu.cu
 EXTRA_CU_step06 := 05_cuda_fused/registry.cu $(wildcard 05_cuda_fused/kernel*.cu 05_cuda_fused/bwd*.cu) 01_naive/naive_gpu.cu
-EXTRA_C_step06  := 07_break_it/breaks.c
-EXTRA_C_step07  := 06_causal/causal.c 01_naive/naive.c
+# step07 runs step 06's causal forward (its mask, and the tile-relative bug it diagnoses) and checks the
+# breaks as step 06's training runs them (naive_backward.c); step 06 takes nothing of step 07's.
+EXTRA_C_step07  := 06_causal/causal.c 06_causal/naive_backward.c 01_naive/naive.c
 
 # The training of step 06 (./step06 --train) spends its time in loops over the model's channels
 # (y += a x, of unknown length at compile time), which gcc vectorizes only from -O3; the result is

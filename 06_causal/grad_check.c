@@ -4,9 +4,11 @@
  *   fd64/...        naive backward (fp32) against central finite differences of
  *                   the attention written plainly in float64 (every kind: no mask,
  *                   causal, tile-relative, Break 2, Break 1)
- *   forms/...       each broken attention's naive form (what the model trains
- *                   with) equal to its tiled form (what the chapter writes); L
- *                   from the tiled forward equal to the float64 log-sum-exp
+ *   forms/...       the naive form of the causal attention and of the tile-relative
+ *                   mask (what the model trains with) equal to the reference and
+ *                   to the tiled form (what the chapter writes); L from the tiled
+ *                   forward equal to the float64 log-sum-exp (the breaks' forms:
+ *                   ./step07 --check)
  *   tiled-bwd/...   FlashAttention-2's backward against the naive backward at
  *                   odd N, several D and tile sizes, with and without masks
  *   model-fd/...    the whole GPT's gradient against finite differences, a
@@ -18,7 +20,6 @@
 #include "gpt.h"
 #include "naive_backward.h"
 #include "train.h"
-#include "../07_break_it/breaks.h"
 
 #include <math.h>
 #include <string.h>
@@ -44,11 +45,11 @@ static double ref_loss64(const double *q, const double *k, const double *v, cons
                 s[j] = acc * scale;
             }
             /* the max subtracted: the row's (intact), each K/V tile's own (Break 2), none (Break 1) */
-            const long span = a->brk == BREAK_NO_RESCALE ? a->BC : N;
+            const long span = a->brk == SOFTMAX_NO_RESCALE ? a->BC : N;
             for (long t0 = 0; t0 < N; t0 += span) {
                 const long t1 = t0 + span < N ? t0 + span : N;
-                double m = a->brk == BREAK_NO_MAX ? 0 : -INFINITY;
-                if (a->brk != BREAK_NO_MAX)
+                double m = a->brk == SOFTMAX_NO_MAX ? 0 : -INFINITY;
+                if (a->brk != SOFTMAX_NO_MAX)
                     for (long j = t0; j < t1; j++) m = s[j] > m ? s[j] : m;
                 for (long j = t0; j < t1; j++) { s[j] = s[j] == -INFINITY ? 0 : exp(s[j] - m); z += s[j]; }
             }
@@ -65,7 +66,7 @@ static double ref_loss64(const double *q, const double *k, const double *v, cons
 static const char *kind_name(const AttnKind *a, char *buf, size_t n)
 {
     snprintf(buf, n, "%s%s", a->mask == MASK_NONE ? "no-mask" : a->mask == MASK_ABSOLUTE ? "causal" : "relative-mask",
-             a->brk == BREAK_NO_RESCALE ? "+break2" : a->brk == BREAK_NO_MAX ? "+break1" : "");
+             a->brk == SOFTMAX_NO_RESCALE ? "+break2" : a->brk == SOFTMAX_NO_MAX ? "+break1" : "");
     return buf;
 }
 
@@ -117,24 +118,17 @@ static void check_forms(long N, long D, long BR, long BC, uint64_t seed)
     char name[128], eb[128];
     fill(f, 3 * n, seed, 1.5f);
     const float *q = f, *k = f + n, *v = f + 2 * n;
-    static const int brks[] = {BREAK_NONE, BREAK_NO_RESCALE, BREAK_NO_MAX};
-    for (int b = 0; b < 3; b++) {                         // naive_forward_p vs ... causal, each break
-        AttnKind a = {MASK_ABSOLUTE, brks[b], BR, BC};
+    { /* the intact causal attention: the naive form vs the float64 causal reference (the forms of the two
+       * breaks against their tiled forms, step 07's, are in ./step07 --check: step 07 imports step 06) */
+        AttnKind a = {MASK_ABSOLUTE, SOFTMAX_INTACT, BR, BC};
         naive_forward_p(q, k, v, o1, P, bh, N, D, &a);
-        const char *what;
-        if (brks[b] == BREAK_NONE) { ref_attention(q, k, v, bh, N, D, 1, ref); what = "the float64 causal reference"; }
-        else {
-            break_forward_cpu(q, k, v, o2, bh, N, D, BR, BC, brks[b], 1, 0, 0, NULL, NULL, NULL);
-            for (size_t i = 0; i < n; i++) ref[i] = o2[i];
-            what = "step 07's tiled break_forward_cpu (causal)";
-        }
+        ref_attention(q, k, v, bh, N, D, 1, ref);
         Err e = compare(o1, ref, n, 1e-5, 1e-5);
-        snprintf(name, sizeof name, "forms/naive-%s N=%ld D=%ld BC=%ld", brks[b] == BREAK_NONE ? "causal" :
-                 brks[b] == BREAK_NO_RESCALE ? "break2" : "break1", N, D, BC);
-        report(e.n_bad == 0, &e, name, "naive form vs %s: %s", what, fmt_err(&e, eb, sizeof eb));
+        snprintf(name, sizeof name, "forms/naive-causal N=%ld D=%ld BC=%ld", N, D, BC);
+        report(e.n_bad == 0, &e, name, "naive form vs the float64 causal reference: %s", fmt_err(&e, eb, sizeof eb));
     }
     { /* the chapter's tile-relative mask: the naive form vs the tiled forward that has the bug */
-        AttnKind a = {MASK_RELATIVE_ALL, BREAK_NONE, BR, BC};
+        AttnKind a = {MASK_RELATIVE_ALL, SOFTMAX_INTACT, BR, BC};
         naive_forward_p(q, k, v, o1, P, bh, N, D, &a);
         causal_forward_cpu(q, k, v, o2, NULL, bh, N, D, BR, BC, MASK_RELATIVE_ALL, NULL);
         for (size_t i = 0; i < n; i++) ref[i] = o2[i];
@@ -175,7 +169,7 @@ static void check_tiled(long bh, long N, long D, long BR, long BC, int mask, uin
     double *ref = xmalloc(n * 8 * 3, "ref grads");
     const float *q = f, *k = f + n, *v = f + 2 * n, *dO = f + 3 * n;
     fill(f, 4 * n, seed, 1.0f);
-    AttnKind a = {mask, BREAK_NONE, BR, BC};
+    AttnKind a = {mask, SOFTMAX_INTACT, BR, BC};
     naive_forward_p(q, k, v, o, P, bh, N, D, &a);
     naive_backward(q, k, v, P, dO, gn, gn + n, gn + 2 * n, bh, N, D, &a);
     for (size_t i = 0; i < 3 * n; i++) gt[i] = NAN;       // poisoned: what the tiled backward does not write fails
@@ -215,7 +209,12 @@ static void check_model(const Corpus *c, const Attention *att, uint64_t seed)
     const GPTConfig cfg = {c->V, 16, 2, 2, 16};
     const int B = 2, T = 16, per = 4;
     GPT m;
-    if (gpt_build(&m, &cfg, B, att, 1.0f, seed) != 0) { report(0, NULL, "model-fd", "out of memory"); return; }
+    if (gpt_build(&m, &cfg, B, att, 1.0f, seed) != 0) {
+        char lim[96];
+        report(0, NULL, "model-fd", "out of host memory: the model asked for %zu bytes, %s", gpt_bytes(&cfg, B, att, NULL),
+               mem_limit_desc(lim, sizeof lim));
+        return;
+    }
     int x[32], y[32];
     Rng r;
     rng_seed(&r, seed + 7);
@@ -262,8 +261,8 @@ void backward_checks(void)
 {
     static const long fdN[] = {1, 6, 13};
     for (int a = 0; a < 3; a++) {
-        static const int kinds[][2] = {{MASK_NONE, BREAK_NONE}, {MASK_ABSOLUTE, BREAK_NONE}, {MASK_RELATIVE_ALL, BREAK_NONE},
-                                       {MASK_ABSOLUTE, BREAK_NO_RESCALE}, {MASK_ABSOLUTE, BREAK_NO_MAX}};
+        static const int kinds[][2] = {{MASK_NONE, SOFTMAX_INTACT}, {MASK_ABSOLUTE, SOFTMAX_INTACT}, {MASK_RELATIVE_ALL, SOFTMAX_INTACT},
+                                       {MASK_ABSOLUTE, SOFTMAX_NO_RESCALE}, {MASK_ABSOLUTE, SOFTMAX_NO_MAX}};
         for (int k = 0; k < 5; k++) {
             AttnKind kd = {kinds[k][0], kinds[k][1], 4, 4};
             check_fd64(2, fdN[a], 8, &kd, 100 + a * 10 + k);
@@ -285,10 +284,10 @@ void backward_checks(void)
 
     Corpus c;
     corpus_generate(&c, 20000, 1);
-    Attention att[4] = {ATTENTION_NAIVE("naive", MASK_ABSOLUTE, BREAK_NONE, 4, 4),
+    Attention att[4] = {ATTENTION_NAIVE("naive", MASK_ABSOLUTE, SOFTMAX_INTACT, 4, 4),
                         ATTENTION_TILED("tiled", MASK_ABSOLUTE, 4, 4),
                         ATTENTION_TILED("relative", MASK_RELATIVE_ALL, 4, 4),
-                        ATTENTION_NAIVE("break2", MASK_ABSOLUTE, BREAK_NO_RESCALE, 4, 4)};
+                        ATTENTION_NAIVE("break2", MASK_ABSOLUTE, SOFTMAX_NO_RESCALE, 4, 4)};
     gpt_layer_checks();
     for (int i = 0; i < 4; i++) check_model(&c, &att[i], 400 + i);
     corpus_free(&c);

@@ -18,25 +18,25 @@
  * The same two functions compute the chapter's broken attentions as the
  * functions they are (so that a model trained with one gets the exact
  * gradient of what its forward computes, as autograd would give it in
- * PyTorch), each checked equal to its tiled form by ./step06 --check:
+ * PyTorch), each checked equal to its tiled form: the mask's by ./step06
+ * --check (causal.c's forward), the breaks' by ./step07 --check (breaks.c's):
  *
- *   mask MASK_RELATIVE_ALL  P from the chapter's tile-relative mask (causal.h);
- *                           the backward formula is unchanged: a mask is a mask.
- *   BREAK_NO_MAX (Break 1)  P = e^S / rowsum(e^S): softmax with no max subtracted,
- *                           equal to softmax until e^s overflows (s > 88.72 in fp32),
- *                           then inf / inf = NaN. Same backward.
- *   BREAK_NO_RESCALE        p_ij = e^(s_ij - m_it) / sum_j e^(s_ij - m_it), with m_it
- *   (Break 2)               the max of row i over K/V tile t = tile of j only: each tile
- *                           on its own scale, never rescaled. Its backward has one more
- *                           term. Autograd of s - max(s) sends the max's gradient to the
- *                           argmax; for the intact softmax that term is rowsum(dS) = 0 and
- *                           drops out, for Break 2 it is the per-tile sum, which is not 0:
- *                           dS_i,argmax(t) -= sum over j in t of dS_ij.
+ *   mask MASK_RELATIVE_ALL      P from the chapter's tile-relative mask (causal.h);
+ *                               the backward formula is unchanged: a mask is a mask.
+ *   SOFTMAX_NO_MAX (Break 1)    P = e^S / rowsum(e^S): softmax with no max subtracted,
+ *                               equal to softmax until e^s overflows (s > 88.72 in fp32),
+ *                               then inf / inf = NaN. Same backward.
+ *   SOFTMAX_NO_RESCALE          p_ij = e^(s_ij - m_it) / sum_j e^(s_ij - m_it), with m_it
+ *   (Break 2)                   the max of row i over K/V tile t = tile of j only: each tile
+ *                               on its own scale, never rescaled. Its backward has one more
+ *                               term. Autograd of s - max(s) sends the max's gradient to the
+ *                               argmax; for the intact softmax that term is rowsum(dS) = 0 and
+ *                               drops out, for Break 2 it is the per-tile sum, which is not 0:
+ *                               dS_i,argmax(t) -= sum over j in t of dS_ij.
  */
 #include "common.h"
 #include "causal.h"
 #include "naive_backward.h"
-#include "../07_break_it/breaks.h"
 
 #include <math.h>
 #include <string.h>
@@ -69,7 +69,7 @@ void naive_forward_p(const float *q, const float *k, const float *v, // [bh, N, 
                 pi[j] = attn_visible(a, N, i, j) ? dot_f32(q + hd + i * D, k + hd + j * D, D) * scale // s_ij = q_i . k_j / sqrt(D)
                                             : -INFINITY;
             float l = 0.0f;
-            if (a->brk == BREAK_NO_RESCALE) {
+            if (a->brk == SOFTMAX_NO_RESCALE) {
                 for (long t0 = 0; t0 < N; t0 += a->BC) {                 // each K/V tile on its own max
                     const long t1 = t0 + a->BC < N ? t0 + a->BC : N;
                     float m_t = -INFINITY;
@@ -78,7 +78,7 @@ void naive_forward_p(const float *q, const float *k, const float *v, // [bh, N, 
                 }
             } else {
                 float m = -INFINITY;                                     // m = max_j s_ij
-                if (a->brk != BREAK_NO_MAX)
+                if (a->brk != SOFTMAX_NO_MAX)
                     for (long j = 0; j < N; j++) m = fmaxf(m, pi[j]);
                 else
                     m = 0.0f;                                            // Break 1: nothing subtracted
@@ -118,7 +118,7 @@ int naive_backward(const float *q, const float *k, const float *v, // [bh, N, D]
                 delta += dSi[j] * pi[j];                                       // rowsum(dP o P)
             }
             for (long j = 0; j < N; j++) dSi[j] = pi[j] * (dSi[j] - delta);    // dS = P o (dP - rowsum(dP o P))
-            if (a->brk == BREAK_NO_RESCALE)                                    // the argmax term of each tile's max
+            if (a->brk == SOFTMAX_NO_RESCALE)                                    // the argmax term of each tile's max
                 for (long t0 = 0; t0 < N; t0 += a->BC) {
                     const long t1 = t0 + a->BC < N ? t0 + a->BC : N;
                     long arg = -1;

@@ -8,9 +8,16 @@
 extern "C" {
 #endif
 
-/* Which attention function: mask (causal.h's MASK_*), break (07's BREAK_NONE,
- * BREAK_NO_MAX or BREAK_NO_RESCALE), and the tiles the tiled form would use;
- * the intact causal attention does not depend on them, the broken ones do. */
+/* Which softmax: the intact one, or one of the chapter's two breaks of it (BREAK IT), as a model trains
+ * with them. They are step 07's Break 1 and Break 2, which break its tiled forward (07_break_it/breaks.c,
+ * BREAK_NO_MAX and BREAK_NO_RESCALE) the same two ways, and ./step07 --check holds each form here equal
+ * to its tiled break on the same inputs. Named here, not taken from step 07: step 07 runs step 06's code
+ * (the causal mask, and the tile-relative one that it diagnoses), so its headers include this step's and
+ * never the other way; a step 06 that included step 07's header would make the two import each other. */
+enum { SOFTMAX_INTACT = 0, SOFTMAX_NO_MAX = 1, SOFTMAX_NO_RESCALE = 2 };
+
+/* Which attention function: mask (causal.h's MASK_*), break (SOFTMAX_*), and the tiles the tiled form
+ * would use; the intact causal attention does not depend on them, the broken ones do. */
 typedef struct { int mask, brk; long BR, BC; } AttnKind;
 
 /* Is score (row i, key j) seen (not masked, its tile visited)? */

@@ -37,8 +37,9 @@ typedef struct {
  * a port that keeps its tile arithmetic in __half), so that fp16 overflows
  * where an fp16 kernel would: e^s > 65504 from s > 11.09. causal = 1 masks
  * with step 06's absolute indices and skips the tiles above the diagonal (the
- * training of ./step06 --train checks its Break 2 against this). trace (may be
- * NULL) gets one entry per K/V tile for query row trace_row of head 0.
+ * Break 1 and Break 2 that ./step06 --train trains with are checked against
+ * this). trace (may be NULL) gets one entry per K/V tile for query row
+ * trace_row of head 0.
  * slope (may be NULL): ALiBi, -slope[x] |i - j| on head x's scores, placed as brk says.
  * Returns 0, or -1 on out of memory. */
 int break_forward_cpu(const float *q, const float *k, const float *v, float *o,  // [bh, N, D]

@@ -27,7 +27,8 @@
 #include "gpu.h"
 #include "breaks.h"
 #include "grade.h"
-#include "../06_causal/causal.h"
+#include "../06_causal/causal.h"          /* step 06's mask, and its tile-relative bug that --diagnose names */
+#include "../06_causal/naive_backward.h"  /* the breaks as step 06's training runs them (check_training_forms) */
 
 #include <math.h>
 #include <stdlib.h>
@@ -88,7 +89,7 @@ static Result run(const Setup *u, const Inputs *in, int brk, int fp16, int gpu, 
         r.gpu_ok = 0; /* never asked for: gpu is 0 without CUDA */
 #endif
     } else if (break_forward_cpu(in->q, in->k, in->v, o, bh, u->N, u->D, u->BR, BC, brk, 0, fp16, trace_row, trace, &r.first, NULL) != 0) {
-        fprintf(stderr, "step07: out of memory for the tiles\n");
+        mem_oom_line(mem_refused(), "the tiles");
         exit(EXIT_FAIL);
     }
     r.e = compare(o, in->ref, in->n, 1e-5, 1e-5);
@@ -336,6 +337,38 @@ static int run_diagnose(const Setup *u)
 
 // --- checks -------------------------------------------------------------------------------
 
+/* ./step06 --train trains a GPT with Break 1 and Break 2 through the whole-matrix forms of
+ * 06_causal/naive_backward.c (which give it the exact gradient too): they are this step's breaks when each
+ * equals break_forward_cpu's, causal and in the same tiles, on the same inputs. */
+static void check_training_forms(void)
+{
+    static const long cases[3][5] = {{17, 16, 16, 16, 201}, {100, 16, 32, 16, 202}, {100, 8, 16, 32, 203}}; /* N D BR BC seed */
+    static const int brk[2][2] = {{BREAK_NO_RESCALE, SOFTMAX_NO_RESCALE}, {BREAK_NO_MAX, SOFTMAX_NO_MAX}};
+    char name[128], eb[128];
+    for (int c = 0; c < 3; c++) {
+        const long bh = 2, N = cases[c][0], D = cases[c][1], BR = cases[c][2], BC = cases[c][3];
+        const size_t n = (size_t)bh * N * D;
+        float *f = xmalloc(n * 4 * 3, "inputs"), *o1 = xmalloc(n * 4, "O"), *o2 = xmalloc(n * 4, "O");
+        float *P = xmalloc(naive_p_bytes(bh, N), "P");
+        double *ref = xmalloc(n * 8, "ref");
+        Rng r;
+        rng_seed(&r, (uint64_t)cases[c][4]);
+        for (size_t i = 0; i < 3 * n; i++) f[i] = (float)(1.5 * rng_normal(&r));
+        const float *q = f, *k = f + n, *v = f + 2 * n;
+        for (int b = 0; b < 2; b++) {
+            AttnKind a = {MASK_ABSOLUTE, brk[b][1], BR, BC};
+            naive_forward_p(q, k, v, o1, P, bh, N, D, &a);
+            break_forward_cpu(q, k, v, o2, bh, N, D, BR, BC, brk[b][0], 1, 0, 0, NULL, NULL, NULL);
+            for (size_t i = 0; i < n; i++) ref[i] = o2[i];
+            Err e = compare(o1, ref, n, 1e-5, 1e-5);
+            snprintf(name, sizeof name, "forms/naive-%s N=%ld D=%ld BC=%ld", b ? "break1" : "break2", N, D, BC);
+            report(e.n_bad == 0, &e, name, "step 06's naive form (what --train trains with) vs the tiled "
+                   "break_forward_cpu (causal): %s", fmt_err(&e, eb, sizeof eb));
+        }
+        tfree(f); tfree(o1); tfree(o2); tfree(P); tfree(ref);
+    }
+}
+
 static int run_checks(const Setup *u, int gpu)
 {
     char name[96], eb[128];
@@ -396,6 +429,7 @@ static int run_checks(const Setup *u, int gpu)
                "rows with scores < -100: max-zero breaks them (%zu bad elements), intact does not (%zu)", z.e.n_bad, zi.e.n_bad);
         free_inputs(&ni);
     }
+    check_training_forms();
     grade_checks();
     if (!gpu) report_skip("gpu", gpu_available() ? "--device cpu" : "no CUDA device");
     return report_finish();
@@ -484,7 +518,7 @@ int main(int argc, char **argv)
             alibi_slopes(slope, o.B, o.H);
         }
         if (break_forward_cpu(q, k, v, out, o.B * o.H, o.N, o.D, o.BR, o.BC, b, o.causal, o.dtype == DT_FP16, 0, NULL,
-                              NULL, slope) != 0) { fprintf(stderr, "step07: out of memory for the tiles\n"); return EXIT_FAIL; }
+                              NULL, slope) != 0) { mem_oom_line(mem_refused(), "the tiles"); return EXIT_FAIL; }
         ref_attention_bias(q, k, v, o.B * o.H, o.N, o.D, o.causal, slope, ref);
         char eb[128];
         Err e = compare(out, ref, n, 1e-5, 1e-5);
