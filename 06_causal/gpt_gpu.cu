@@ -566,12 +566,12 @@ extern "C" int gpt_gpu_build(GPTGpu *m, const GPTConfig *c, int B, const GpuAtte
     for (auto &w : want) {
         *w.p = dmalloc_try(w.bytes);
         if (!*w.p) {
-            char b1[32], b2[32], b3[32];
+            char b1[32], b2[32], lim[160];
             if (say_oom)
-                fprintf(stderr, "%s: out of GPU memory: the %s model asked for %zu bytes (%s) in all, a buffer of %zu "
-                        "did not fit (%s tracked in use, device %s total)\n", g_prog, a->name, total,
-                        fmt_bytes((double)total, b1, sizeof b1), w.bytes, fmt_bytes((double)dmem_current(), b2, sizeof b2),
-                        fmt_bytes((double)dmem_device_total(), b3, sizeof b3));
+                fprintf(stderr, "%s: out of device memory: asked for %zu bytes (%s) for the %s model in all (a buffer of "
+                        "%zu did not fit), %s in use by this program, %s\n", g_prog, total,
+                        fmt_bytes((double)total, b1, sizeof b1), a->name, w.bytes,
+                        fmt_bytes((double)dmem_current(), b2, sizeof b2), dmem_limit_desc(lim, sizeof lim));
             gpt_gpu_free(m);
             return -1;
         }

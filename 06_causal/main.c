@@ -59,7 +59,7 @@ static long cpu_run(Cpu *c, long BR, long BC, int mode)
 {
     for (size_t i = 0; i < c->n; i++) c->o[i] = NAN; // poisoned
     long t = causal_forward_cpu(c->q, c->k, c->v, c->o, NULL, c->bh, c->N, c->D, BR, BC, mode, NULL);
-    if (t < 0) { fprintf(stderr, "step06: out of memory for the tiles\n"); exit(EXIT_FAIL); }
+    if (t < 0) { mem_oom_line(mem_refused(), "the tiles"); exit(EXIT_FAIL); }
     return t;
 }
 
@@ -73,7 +73,7 @@ static Err cpu_alibi(Cpu *c, long H, long BR, long BC)
     ref_attention_bias(c->q, c->k, c->v, c->bh, c->N, c->D, 1, slope, ref);
     for (size_t i = 0; i < c->n; i++) c->o[i] = NAN; // poisoned
     if (causal_forward_cpu(c->q, c->k, c->v, c->o, NULL, c->bh, c->N, c->D, BR, BC, MASK_ABSOLUTE, slope) < 0) {
-        fprintf(stderr, "step06: out of memory for the tiles\n");
+        mem_oom_line(mem_refused(), "the tiles");
         exit(EXIT_FAIL);
     }
     const Err e = compare(c->o, ref, c->n, 1e-5, 1e-5);
@@ -302,14 +302,7 @@ int main(int argc, char **argv)
     if (o.help) { usage(&o); return 0; }
     opts_validate(&o, sizeof(float));
     if (o.check) return run_checks();
-    if (training) {
-        if (alibi) usage_error("option --alibi goes with the causal run, not --train (the GPT has no position bias)");
-        if (mode != MASK_ABSOLUTE || o.dtype != DT_FP32)
-            usage_error("--train runs in fp32 with every mask itself: --mask and --dtype do not apply");
-        if (o.device == DEV_GPU) return train_gpu_main(&o, &t);
-        if (t.big) usage_error("option --big goes with --train --device gpu");
-        return train_main(&o, &t);
-    }
+    if (training) return train_main(&o, &t, mode != MASK_ABSOLUTE, alibi); /* train.c, and train_gpu.c for --device gpu */
 
     char eb[128];
     FILE *csv = o.csv ? csv_open(o.csv, "device,dtype,kernel,B,H,N,D,ms_full,ms_causal,tflops_full,tflops_causal") : NULL;

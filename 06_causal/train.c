@@ -21,7 +21,6 @@
 #include "data.h"
 #include "gpt.h"
 #include "train.h"
-#include "../07_break_it/breaks.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -37,12 +36,11 @@ typedef TrainSetup Setup;
 typedef struct {
     Attention attn;
     GPT model;
-    double *train_loss;      /* [steps + 1], index = step */
-    double *val_loss;        /* [steps + 1], under the right (absolute) mask, NAN where not evaluated */
-    double *val_own;         /* [steps + 1], under its own attention */
+    Curves cv;               /* val: under the right (absolute) mask; val_own: under its own attention */
     long nan_step;           /* first step whose loss is not finite, 0 if none */
     float max_score;         /* largest attention score over the training (broken runs) */
-    int oom;
+    int oom;                 /* its attention was refused memory: oom_bytes asked (mem_refused) */
+    size_t oom_bytes;
 } Run;
 
 static const char *const RUN_TITLE[N_RUNS] = {"naive", "tiled", "relative", "break2", "break1"};
@@ -50,11 +48,11 @@ static const char *const RUN_TITLE[N_RUNS] = {"naive", "tiled", "relative", "bre
 static void make_attentions(Attention *a, long BR, long BC)
 {
     const Attention list[N_RUNS] = {
-        ATTENTION_NAIVE("naive", MASK_ABSOLUTE, BREAK_NONE, BR, BC),
+        ATTENTION_NAIVE("naive", MASK_ABSOLUTE, SOFTMAX_INTACT, BR, BC),
         ATTENTION_TILED("tiled", MASK_ABSOLUTE, BR, BC),
         ATTENTION_TILED("relative", MASK_RELATIVE_ALL, BR, BC),
-        ATTENTION_NAIVE("break2", MASK_ABSOLUTE, BREAK_NO_RESCALE, BR, BC),
-        ATTENTION_NAIVE("break1", MASK_ABSOLUTE, BREAK_NO_MAX, BR, BC),
+        ATTENTION_NAIVE("break2", MASK_ABSOLUTE, SOFTMAX_NO_RESCALE, BR, BC),
+        ATTENTION_NAIVE("break1", MASK_ABSOLUTE, SOFTMAX_NO_MAX, BR, BC),
     };
     memcpy(a, list, sizeof list);
 }
@@ -91,25 +89,6 @@ double train_val_loss(const TrainSetup *s, const Corpus *c, GPT *m, const Attent
     return sum / s->val_batches;
 }
 
-double *train_curves_alloc(long steps, int n)
-{
-    const size_t len = (size_t)n * ((size_t)steps + 1);
-    double *c = xmalloc(len * sizeof(double), "loss curves");
-    for (size_t k = 0; k < len; k++) c[k] = NAN;
-    return c;
-}
-
-void train_csv_floor(FILE *f, double floor) { fprintf(f, "bigram-floor,0,floor,%.6f\n", floor); } // the best without attention
-
-void train_csv_run(FILE *f, const char *name, const double *train, const double *val, const double *own, long steps)
-{
-    for (long st = 1; st <= steps; st++) {
-        fprintf(f, "%s,%ld,train,%.6f\n", name, st, train[st]);
-        if (!isnan(val[st])) fprintf(f, "%s,%ld,val,%.6f\n", name, st, val[st]);
-        if (own && !isnan(own[st])) fprintf(f, "%s,%ld,val_own_mask,%.6f\n", name, st, own[st]);
-    }
-}
-
 typedef struct {
     const Setup *s;
     const Corpus *c;
@@ -126,20 +105,20 @@ static void *step_one(void *p)
     StepJob *j = p;
     const Setup *s = j->s;
     Run *r = j->run;
-    if (r->nan_step || r->oom) { r->train_loss[j->step] = NAN; return NULL; }
+    if (r->nan_step || r->oom) { r->cv.train[j->step] = NAN; return NULL; }
     const double loss = gpt_forward(&r->model, j->x, j->y, s->B, s->cfg.T, NULL);
-    if (loss < 0) { r->oom = 1; return NULL; }
+    if (loss < 0) { r->oom = 1, r->oom_bytes = mem_refused(); return NULL; }
     if (r->model.max_score > r->max_score) r->max_score = r->model.max_score;
-    r->train_loss[j->step] = loss;
+    r->cv.train[j->step] = loss;
     if (!isfinite(loss)) { r->nan_step = j->step; return NULL; } // NaN: the run stops here
-    if (gpt_backward(&r->model, j->x, j->y, s->B, s->cfg.T) != 0) { r->oom = 1; return NULL; }
+    if (gpt_backward(&r->model, j->x, j->y, s->B, s->cfg.T) != 0) { r->oom = 1, r->oom_bytes = mem_refused(); return NULL; }
     gpt_adamw(&r->model, train_lr_at(s, j->step), 0.0f);
     if (train_eval_due(s, j->step)) {
         /* Every model is validated with its own attention, the mask made right: the relative run with the
          * absolute mask (and with its own as well, to show what its training loss saw). */
         const int rel = r->attn.kind.mask == MASK_RELATIVE_ALL;
-        r->val_loss[j->step] = train_val_loss(s, j->c, &r->model, rel ? j->right : NULL, j->vx, j->vy);
-        if (rel) r->val_own[j->step] = train_val_loss(s, j->c, &r->model, NULL, j->vx, j->vy);
+        r->cv.val[j->step] = train_val_loss(s, j->c, &r->model, rel ? j->right : NULL, j->vx, j->vy);
+        if (rel) r->cv.val_own[j->step] = train_val_loss(s, j->c, &r->model, NULL, j->vx, j->vy);
     }
     return NULL;
 }
@@ -155,6 +134,8 @@ static void train_runs(const Setup *s, const Corpus *c, Run *runs, int n, int ve
     Attention right[1];
     const Attention r0 = ATTENTION_TILED("tiled", MASK_ABSOLUTE, s->BR, s->BC);
     right[0] = r0;
+    const Curves *cvs[N_RUNS];
+    for (int i = 0; i < n; i++) cvs[i] = &runs[i].cv;
     Rng rng;
     rng_seed(&rng, s->seed);
     const double t0 = now_sec();
@@ -172,18 +153,10 @@ static void train_runs(const Setup *s, const Corpus *c, Run *runs, int n, int ve
             if (spawned) pthread_join(th[i + 1], NULL);
             else if (i + 1 < n) step_one(&jobs[i + 1]);
         }
-        if (!verbose) continue;
-        const int eval = train_eval_due(s, step);
-        if (step == 1 || step % 10 == 0 || step == s->steps) {
-            printf("%5ld |", step);
-            for (int i = 0; i < n; i++) printf(" %8.4f", runs[i].train_loss[step]);
-            printf(" |");
-            for (int i = 0; i < n; i++)
-                if (eval) printf(" %8.4f", runs[i].val_loss[step]);
-                else printf("         ");
-            printf(" | %6.1f s\n", now_sec() - t0);
-            fflush(stdout);
-        }
+        if (!verbose || !train_progress_due(s, step)) continue;
+        train_progress_row(step, n, cvs, 8, train_eval_due(s, step));
+        printf(" | %6.1f s\n", now_sec() - t0);
+        fflush(stdout);
     }
     tfree(x); tfree(y); tfree(vx); tfree(vy);
 }
@@ -196,21 +169,15 @@ static int runs_build(const Setup *s, Run *runs, int n)
 {
     for (int i = 0; i < n; i++) {
         Run *r = &runs[i];
-        const size_t sl = (size_t)s->steps + 1;
-        r->train_loss = train_curves_alloc(s->steps, 3);
-        r->val_loss = r->train_loss + sl;
-        r->val_own = r->val_loss + sl;
+        curves_alloc(&r->cv, s->steps);
         r->nan_step = 0;
         r->max_score = -INFINITY;
         r->oom = 0;
         if (gpt_build(&r->model, &s->cfg, s->B, &r->attn, s->score_scale, s->seed) != 0) {
-            char b1[32], b2[32], b3[32];
-            const size_t want = gpt_bytes(&s->cfg, s->B, &r->attn, NULL);
-            fprintf(stderr, "%s: out of memory: the %s run's model asked for %zu bytes (%s), %s in use, limit %s\n", g_prog,
-                    r->attn.name, want, fmt_bytes((double)want, b1, sizeof b1),
-                    fmt_bytes((double)mem_current(), b2, sizeof b2), fmt_bytes((double)mem_limit(), b3, sizeof b3));
-            tfree(r->train_loss);
-            r->train_loss = NULL;
+            char what[64];
+            snprintf(what, sizeof what, "the %s run's model", r->attn.name);
+            mem_oom_line(gpt_bytes(&s->cfg, s->B, &r->attn, NULL), what);
+            curves_free(&r->cv);
             runs_free(runs, i);
             return -1;
         }
@@ -220,27 +187,7 @@ static int runs_build(const Setup *s, Run *runs, int n)
 
 static void runs_free(Run *runs, int n)
 {
-    for (int i = 0; i < n; i++) { gpt_free(&runs[i].model); tfree(runs[i].train_loss); }
-}
-
-/* max over steps 1..steps of |a - b| (NaN counts as infinite) */
-double train_max_gap(const double *a, const double *b, long steps, long *at)
-{
-    double g = 0;
-    *at = 1;
-    for (long t = 1; t <= steps; t++) {
-        const double d = fabs(a[t] - b[t]);
-        if (!(d <= g)) { g = isnan(d) ? INFINITY : d; *at = t; }
-    }
-    return g;
-}
-
-/* mean of the last k train losses: the end of a curve, less the noise of one batch */
-double train_tail_mean(const double *l, long steps, long k)
-{
-    double s = 0;
-    for (long t = steps - k + 1; t <= steps; t++) s += l[t];
-    return s / k;
+    for (int i = 0; i < n; i++) { gpt_free(&runs[i].model); curves_free(&runs[i].cv); }
 }
 
 // --- the memory wall of training ------------------------------------------------------------
@@ -360,8 +307,13 @@ void train_setup(const Opts *o, const TrainOpts *t, TrainSetup *s, Corpus *c)
                     s->cfg.T, s->cfg.T + 1, c->n_val);
 }
 
-int train_main(const Opts *o, const TrainOpts *t)
+int train_main(const Opts *o, const TrainOpts *t, int relative_mask, int alibi)
 {
+    if (alibi) usage_error("option --alibi goes with the causal run, not --train (the GPT has no position bias)");
+    if (relative_mask || o->dtype != DT_FP32)
+        usage_error("--train runs in fp32 with every mask itself: --mask and --dtype do not apply");
+    if (o->device == DEV_GPU) return train_gpu_main(o, t);
+    if (t->big) usage_error("option --big goes with --train --device gpu");
     Setup s;
     Corpus c;
     train_setup(o, t, &s, &c);
@@ -402,7 +354,12 @@ int train_main(const Opts *o, const TrainOpts *t)
     train_runs(&s, &c, runs, N_RUNS, 1);
     const double secs = now_sec() - t0;
     for (int i = 0; i < N_RUNS; i++)
-        if (runs[i].oom) { fprintf(stderr, "%s: out of memory in the %s run's attention\n", g_prog, runs[i].attn.name); return EXIT_FAIL; }
+        if (runs[i].oom) {
+            char what[64];
+            snprintf(what, sizeof what, "the %s run's attention", runs[i].attn.name);
+            mem_oom_line(runs[i].oom_bytes, what);
+            return EXIT_FAIL;
+        }
     printf("\n%ld steps of %d runs in %.1f s (%.0f ms per run and step, two runs at a time on two threads); peak tracked "
            "memory %s\n", s.steps, N_RUNS, secs, 1e3 * secs / s.steps / N_RUNS * 2, fmt_bytes((double)mem_peak(), b[0], 32));
 
@@ -410,14 +367,14 @@ int train_main(const Opts *o, const TrainOpts *t)
               *b1 = &runs[R_BREAK1];
     const long S = s.steps, K = S < 20 ? S : 20;
     long at;
-    const double gap = train_max_gap(tl->train_loss, nv->train_loss, S, &at), nv_end = train_tail_mean(nv->train_loss, S, K);
+    const double gap = train_max_gap(tl->cv.train, nv->cv.train, S, &at), nv_end = train_tail_mean(nv->cv.train, S, K);
     long at1;
-    const double noise = b1->nan_step ? NAN : train_max_gap(b1->train_loss, nv->train_loss, S, &at1);
+    const double noise = b1->nan_step ? NAN : train_max_gap(b1->cv.train, nv->cv.train, S, &at1);
     long at20;
-    const double gap20 = train_max_gap(tl->train_loss, nv->train_loss, K, &at20);
+    const double gap20 = train_max_gap(tl->cv.train, nv->cv.train, K, &at20);
     const int tiled_same = same_curve(gap, gap20, noise);
     printf("answer: the largest |loss(tiled) - loss(naive)| over the %ld steps is %.2e (step %ld); at step 1, before "
-           "any update, %.2e%s", S, gap, at, fabs(tl->train_loss[1] - nv->train_loss[1]),
+           "any update, %.2e%s", S, gap, at, fabs(tl->cv.train[1] - nv->cv.train[1]),
            tiled_same ? " (the same sums in another order, step 04's rounding). Training amplifies any difference"
            : isfinite(noise) ? ": MORE than amplified rounding (over 4x Break 1's drift, the same softmax rounded "
                                "otherwise): the two do not compute the same attention"
@@ -428,26 +385,26 @@ int train_main(const Opts *o, const TrainOpts *t)
                "overflow), drifts %.2e from naive. Noise, not a different curve", noise);
     else if (!b1->nan_step)
         printf("; Break 1 drifts %.2e from naive", noise);
-    printf("; the tile-relative and Break 2 runs end %.3f and %.3f away\n", fabs(train_tail_mean(rl->train_loss, S, K) - nv_end),
-           fabs(train_tail_mean(b2->train_loss, S, K) - nv_end));
-    const double rl_end = train_tail_mean(rl->train_loss, S, K), rl_gap = train_max_gap(rl->train_loss, nv->train_loss, S, &at);
+    printf("; the tile-relative and Break 2 runs end %.3f and %.3f away\n", fabs(train_tail_mean(rl->cv.train, S, K) - nv_end),
+           fabs(train_tail_mean(b2->cv.train, S, K) - nv_end));
+    const double rl_end = train_tail_mean(rl->cv.train, S, K), rl_gap = train_max_gap(rl->cv.train, nv->cv.train, S, &at);
     printf("answer: the tile-relative mask: training loss %.3f (mean of the last %ld steps) against %.3f intact, %s; "
            "validation under the right mask %.3f against %.3f intact, and %.3f under its own mask%s; its curve departs "
            "from the intact one by up to %.3f (step %ld)\n",
            rl_end, K, nv_end,
            /* judged on held-out text under its own mask against the intact model (0.02: more than the spread
             * of the validation between runs that differ by rounding only) */
-           rl->val_own[S] < nv->val_loss[S] - 0.02 ? "too good to be true: under its own mask it beats the intact "
+           rl->cv.val_own[S] < nv->cv.val[S] - 0.02 ? "too good to be true: under its own mask it beats the intact "
                                                      "model on held-out text, it sees future tokens"
-           : rl->val_own[S] > nv->val_loss[S] + 0.02 ? "not too good: in every later tile it sees future keys, but in "
+           : rl->cv.val_own[S] > nv->cv.val[S] + 0.02 ? "not too good: in every later tile it sees future keys, but in "
                                                        "every earlier one only the first r + 1, so it loses more of the "
                                                        "past than it gains of the future"
                                                      : "no clear difference yet on held-out text (within 0.02)",
-           rl->val_loss[S], nv->val_loss[S], rl->val_own[S],
-           rl->val_loss[S] > rl->val_own[S] + 0.02 ? ": the model leans on its wrong mask" : "", rl_gap, at);
-    const double d2 = b2->val_loss[S] - nv->val_loss[S];
+           rl->cv.val[S], nv->cv.val[S], rl->cv.val_own[S],
+           rl->cv.val[S] > rl->cv.val_own[S] + 0.02 ? ": the model leans on its wrong mask" : "", rl_gap, at);
+    const double d2 = b2->cv.val[S] - nv->cv.val[S];
     printf("answer: Break 2 ends at %.3f train, %.3f validation, against %.3f and %.3f intact: %s\n",
-           train_tail_mean(b2->train_loss, S, K), b2->val_loss[S], nv_end, nv->val_loss[S],
+           train_tail_mean(b2->cv.train, S, K), b2->cv.val[S], nv_end, nv->cv.val[S],
            d2 > 0.05 ? "clearly worse, as the chapter says"
            : d2 > 0.01 ? "worse, though not by much"
                        : "not worse here. Break 2 gives each K/V tile a row visits at least e^0 = 1 of the sum, so no "
@@ -468,11 +425,10 @@ int train_main(const Opts *o, const TrainOpts *t)
     memory_wall(&s, &att[R_NAIVE], &att[R_TILED], t->mem_limit ? t->mem_limit : (size_t)8e9, t->mem_limit != 0);
 
     if (csv) {
-        train_csv_floor(csv, floor);
-        for (int i = 0; i < N_RUNS; i++)
-            train_csv_run(csv, runs[i].attn.name, runs[i].train_loss, runs[i].val_loss, runs[i].val_own, S);
-        fclose(csv);
-        printf("wrote %s\n", o->csv);
+        const Curves *cvs[N_RUNS];
+        const char *names[N_RUNS];
+        for (int i = 0; i < N_RUNS; i++) cvs[i] = &runs[i].cv, names[i] = runs[i].attn.name;
+        train_csv_write(csv, o->csv, floor, N_RUNS, names, cvs, 1, S);
     }
     runs_free(runs, N_RUNS);
     corpus_free(&c);
@@ -509,9 +465,9 @@ static void check_break2_one_key(void)
     memset(runs, 0, sizeof runs);
     runs[0].attn = att[R_NAIVE];
     runs[1].attn = att[R_BREAK2];
-    if (runs_build(&s, runs, 2) != 0) { report(0, NULL, "train/break2-one-key", "out of memory"); return; }
+    if (runs_build(&s, runs, 2) != 0) { report(0, NULL, "train/break2-one-key", "out of host memory (the line above)"); return; }
     train_runs(&s, &c, runs, 2, 0);
-    const double a = train_tail_mean(runs[0].train_loss, s.steps, 10), b = train_tail_mean(runs[1].train_loss, s.steps, 10);
+    const double a = train_tail_mean(runs[0].cv.train, s.steps, 10), b = train_tail_mean(runs[1].cv.train, s.steps, 10);
     report(b > a + 0.1, NULL, "train/break2-one-key",
            "lag-copy text (the next symbol is the one 12 back, 90%% of the time), T = 32 in tiles of 8, %ld steps: "
            "Break 2 ends at %.3f, intact at %.3f (expected Break 2 higher by > 0.1)", s.steps, b, a);
@@ -535,17 +491,17 @@ void train_checks(void)
     memset(runs, 0, sizeof runs);
     memset(again, 0, sizeof again);
     for (int i = 0; i < N_RUNS; i++) runs[i].attn = again[i].attn = att[i];
-    if (runs_build(&s, runs, N_RUNS) != 0) { report(0, NULL, "train", "out of memory"); corpus_free(&c); return; }
+    if (runs_build(&s, runs, N_RUNS) != 0) { report(0, NULL, "train", "out of host memory (the line above)"); corpus_free(&c); return; }
     train_runs(&s, &c, runs, N_RUNS, 0);
     long at;
-    const double *nv = runs[R_NAIVE].train_loss;
-    double g = train_max_gap(runs[R_TILED].train_loss, nv, s.steps, &at);
+    const double *nv = runs[R_NAIVE].cv.train;
+    double g = train_max_gap(runs[R_TILED].cv.train, nv, s.steps, &at);
     report(g <= 1e-4, NULL, "train/tiled-vs-naive", "20 steps: largest |loss(tiled) - loss(naive)| %.2e at step %ld "
            "(expected <= 1e-4: fp32 rounding only), losses %.4f -> %.4f", g, at, nv[1], nv[s.steps]);
-    g = train_max_gap(runs[R_RELATIVE].train_loss, nv, s.steps, &at);
+    g = train_max_gap(runs[R_RELATIVE].cv.train, nv, s.steps, &at);
     report(g > 1e-2, NULL, "train/relative-departs", "20 steps: the tile-relative mask's curve departs from the intact "
            "one by up to %.3f (step %ld; expected > 0.01)", g, at);
-    g = train_max_gap(runs[R_BREAK1].train_loss, nv, s.steps, &at);
+    g = train_max_gap(runs[R_BREAK1].cv.train, nv, s.steps, &at);
     report(g <= 1e-4 && runs[R_BREAK1].max_score < 88.72f, NULL, "train/break1-no-overflow",
            "scores reach %.2f < 88.72: Break 1 computes softmax exactly and follows naive (gap %.2e, expected <= 1e-4)",
            runs[R_BREAK1].max_score, g);
@@ -554,11 +510,11 @@ void train_checks(void)
         train_runs(&s, &c, again, N_RUNS, 0);
         int same = 1;
         for (int i = 0; i < N_RUNS; i++)
-            same &= !memcmp(runs[i].train_loss, again[i].train_loss, 3 * ((size_t)s.steps + 1) * sizeof(double));
+            same &= !memcmp(runs[i].cv.train, again[i].cv.train, 3 * ((size_t)s.steps + 1) * sizeof(double));
         report(same, NULL, "train/rerun-bit-identical", "the same seed trained again: every run's train and validation "
                "losses %s", same ? "identical to the bit" : "DIFFER");
         runs_free(again, N_RUNS);
-    } else report(0, NULL, "train/rerun-bit-identical", "out of memory");
+    } else report(0, NULL, "train/rerun-bit-identical", "out of host memory (the line above)");
     runs_free(runs, N_RUNS);
     corpus_free(&c);
 }

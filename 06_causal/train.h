@@ -40,8 +40,9 @@ void train_opts_init(TrainOpts *t);
 int train_parse(TrainOpts *t, int argc, char **argv, int *i);
 /* The option lines for --help. */
 void train_usage(void);
-/* ./step06 --train. Returns the exit code. */
-int train_main(const Opts *o, const TrainOpts *t);
+/* ./step06 --train (with --device gpu: train_gpu_main). relative_mask, alibi: those options of the causal
+ * run were given (a usage error here). Returns the exit code. */
+int train_main(const Opts *o, const TrainOpts *t, int relative_mask, int alibi);
 /* The setup and the corpus of a training run from the options (bad input exits 2); shared by the CPU and
  * the GPU training. */
 void train_setup(const Opts *o, const TrainOpts *t, TrainSetup *s, Corpus *c);
@@ -55,14 +56,31 @@ int train_eval_due(const TrainSetup *s, long step);                       /* a v
 extern const double SAME_CURVE;
 /* Mean loss over the validation batches with attention a (NULL: the model's own); x, y: a batch's room. */
 double train_val_loss(const TrainSetup *s, const Corpus *c, GPT *m, const Attention *a, int *x, int *y);
+
+/* --- the loss curves (curves.c), the CPU's runs' and the GPU's alike --- */
+
+/* The curves of one run over steps 0..steps (index = step; NaN where a step was not run or not
+ * evaluated), in one allocation: the training loss, the validation loss (under the right mask), and one
+ * more: the CPU's runs keep the validation under the run's own mask, the GPU's runs the time of each
+ * step in ms. */
+typedef struct {
+    double *train, *val;
+    union { double *val_own; double *ms; };
+} Curves;
+void curves_alloc(Curves *c, long steps);
+void curves_free(Curves *c);
+/* A row of the progress table is due at step 1, every 10th step and the last. */
+int train_progress_due(const TrainSetup *s, long step);
+/* Its start: "  step |" the n runs' training losses " |" their validation losses (blank columns where not
+ * evaluated), columns of width w; the caller ends the row. */
+void train_progress_row(long step, int n, const Curves *const *cv, int w, int eval);
 double train_max_gap(const double *a, const double *b, long steps, long *at); /* max |a - b| over steps 1.. */
-/* n curves of steps + 1 doubles in one allocation, all NaN (a step not run or not evaluated stays NaN) */
-double *train_curves_alloc(long steps, int n);
-/* The CSV of a training run (CPU and GPU): the bigram floor's line, then per run and step its train loss and
- * where evaluated its validation loss (and, own != NULL, the validation with the run's own mask). */
-void train_csv_floor(FILE *f, double floor);
-void train_csv_run(FILE *f, const char *name, const double *train, const double *val, const double *own, long steps);
 double train_tail_mean(const double *loss, long steps, long k);           /* mean of the last k */
+/* The CSV of a training run, written to f and closed ("wrote path" on stdout): the bigram floor's line,
+ * then per run and step its train loss and, where evaluated, its validation loss (and with own, its
+ * validation under its own mask). */
+void train_csv_write(FILE *f, const char *path, double floor, int n, const char *const *names, const Curves *const *cv,
+                     int own, long steps);
 /* ./step06 --train --device gpu (train_gpu.c): the same model on the GPU. Returns the exit code. */
 int train_gpu_main(const Opts *o, const TrainOpts *t);
 /* The GPU part of ./step06 --check's training checks (SKIP without a GPU). */

@@ -21,7 +21,6 @@
 #include "gpu.h"
 #include "causal.h"
 #include "train.h"
-#include "../07_break_it/breaks.h"
 
 #include <math.h>
 #include <string.h>
@@ -83,28 +82,28 @@ static double gpu_val_loss(const TrainSetup *s, const Corpus *c, GPTGpu *m, int 
 enum { G_NAIVE, G_FUSED, C_NAIVE, N_GRUNS };
 static const char *const GRUN_NAME[N_GRUNS] = {"gpu-naive", "gpu-fused", "cpu-naive"};
 
-typedef struct {
-    double *train, *val;   /* [steps + 1], NAN where not evaluated */
-    double *ms;            /* [steps + 1]: the GPU runs' time per step (forward, backward, AdamW) */
-} Curve;
+/* The three runs' curves (train.h's Curves; ms: the GPU runs' time per step, forward, backward and AdamW). */
+static void curves_alloc_all(Curves *cv, long steps) { for (int r = 0; r < N_GRUNS; r++) curves_alloc(&cv[r], steps); }
+static void curves_free_all(Curves *cv) { for (int r = 0; r < N_GRUNS; r++) curves_free(&cv[r]); }
 
 /* One CPU step (the CPU run's thread). */
 typedef struct {
     const TrainSetup *s;
     const Corpus *c;
     GPT *m;
-    Curve *cv;
+    Curves *cv;
     const int *x, *y;
     int *vx, *vy;
     long step;
     int oom;
+    size_t oom_bytes;      /* what was refused (mem_refused, on this thread) */
 } CpuJob;
 
 static void *cpu_step(void *p)
 {
     CpuJob *j = p;
     const double loss = gpt_forward(j->m, j->x, j->y, j->s->B, j->s->cfg.T, NULL);
-    if (loss < 0 || gpt_backward(j->m, j->x, j->y, j->s->B, j->s->cfg.T) != 0) { j->oom = 1; return NULL; }
+    if (loss < 0 || gpt_backward(j->m, j->x, j->y, j->s->B, j->s->cfg.T) != 0) { j->oom = 1, j->oom_bytes = mem_refused(); return NULL; }
     j->cv->train[j->step] = loss;
     gpt_adamw(j->m, train_lr_at(j->s, j->step), 0.0f);
     if (train_eval_due(j->s, j->step))
@@ -127,7 +126,7 @@ static int gpu_step(const TrainSetup *s, GPTGpu *m, const int *x, const int *y, 
 
 /* The three runs in lockstep for s->steps steps on the batches of ./step06 --train (seed s->seed).
  * cv: N_GRUNS curves (cpu NULL: the GPU runs only). verbose: the progress table. 0, or -1 (the line said why). */
-static int train_three(const TrainSetup *s, const Corpus *c, GPTGpu *g, GPT *cpu, Curve *cv, int verbose)
+static int train_three(const TrainSetup *s, const Corpus *c, GPTGpu *g, GPT *cpu, Curves *cv, int verbose)
 {
     const size_t bt = (size_t)s->B * s->cfg.T;
     int *x = xmalloc(bt * sizeof(int), "batch"), *y = xmalloc(bt * sizeof(int), "batch");
@@ -138,7 +137,7 @@ static int train_three(const TrainSetup *s, const Corpus *c, GPTGpu *g, GPT *cpu
     int rc = 0;
     for (long step = 1; step <= s->steps && rc == 0; step++) {
         corpus_batch(c, &rng, s->B, s->cfg.T, x, y);   // the same batch for every run, and as ./step06 --train
-        CpuJob job = {s, c, cpu, &cv[C_NAIVE], x, y, vx + bt, vy + bt, step, 0};
+        CpuJob job = {s, c, cpu, &cv[C_NAIVE], x, y, vx + bt, vy + bt, step, 0, 0};
         pthread_t th;
         const int threaded = cpu && pthread_create(&th, NULL, cpu_step, &job) == 0;
         for (int r = G_NAIVE; r <= G_FUSED && rc == 0; r++) {
@@ -151,41 +150,19 @@ static int train_three(const TrainSetup *s, const Corpus *c, GPTGpu *g, GPT *cpu
         }
         if (threaded) pthread_join(th, NULL);
         else if (cpu) cpu_step(&job);
-        if (job.oom) { fprintf(stderr, "%s: out of memory in the CPU run\n", g_prog); rc = -1; }
-        if (!verbose || rc) continue;
-        const int eval = train_eval_due(s, step);
-        if (step == 1 || step % 10 == 0 || step == s->steps) {
-            printf("%5ld |", step);
-            for (int r = 0; r < N_GRUNS; r++) printf(" %9.4f", cv[r].train[step]);
-            printf(" |");
-            for (int r = 0; r < N_GRUNS; r++)
-                if (eval) printf(" %9.4f", cv[r].val[step]);
-                else printf("          ");
-            printf(" | %7.2f %7.2f | %6.1f s\n", cv[G_NAIVE].ms[step], cv[G_FUSED].ms[step], now_sec() - t0);
-            fflush(stdout);
-        }
+        if (job.oom) { mem_oom_line(job.oom_bytes, "the CPU run"); rc = -1; }
+        if (!verbose || rc || !train_progress_due(s, step)) continue;
+        const Curves *cvs[N_GRUNS] = {&cv[0], &cv[1], &cv[2]};
+        train_progress_row(step, N_GRUNS, cvs, 9, train_eval_due(s, step));
+        printf(" | %7.2f %7.2f | %6.1f s\n", cv[G_NAIVE].ms[step], cv[G_FUSED].ms[step], now_sec() - t0);
+        fflush(stdout);
     }
     tfree(x); tfree(y); tfree(vx); tfree(vy);
     return rc;
 }
 
-static void curves_alloc(Curve *cv, int n, long steps)
-{
-    for (int r = 0; r < n; r++) {
-        const size_t sl = (size_t)steps + 1;
-        cv[r].train = train_curves_alloc(steps, 3);
-        cv[r].val = cv[r].train + sl;
-        cv[r].ms = cv[r].val + sl;
-    }
-}
-
-static void curves_free(Curve *cv, int n)
-{
-    for (int r = 0; r < n; r++) tfree(cv[r].train);
-}
-
 /* Median of the GPU's time per step over steps 2.. (step 1 pays for cuBLAS's and the kernels' first calls). */
-static double median_ms(const Curve *cv, long steps)
+static double median_ms(const Curves *cv, long steps)
 {
     const long n = steps > 1 ? steps - 1 : 1;
     double *t = xmalloc((size_t)n * sizeof(double), "times");
@@ -198,12 +175,11 @@ static double median_ms(const Curve *cv, long steps)
 /* Build the two GPU models and the CPU one from the same initial weights. 0, or -1 (the line said why). */
 static int build_three(const TrainSetup *s, GPTGpu *g, GPT *cpu)
 {
-    const Attention naive = ATTENTION_NAIVE("naive", MASK_ABSOLUTE, BREAK_NONE, s->BR, s->BC);
+    const Attention naive = ATTENTION_NAIVE("naive", MASK_ABSOLUTE, SOFTMAX_INTACT, s->BR, s->BC);
     static Attention cpu_attn;
     cpu_attn = naive;
     if (cpu && gpt_build(cpu, &s->cfg, s->B, &cpu_attn, s->score_scale, s->seed) != 0) {
-        fprintf(stderr, "%s: out of memory: the CPU model asked for %zu bytes\n", g_prog,
-                gpt_bytes(&s->cfg, s->B, &cpu_attn, NULL));
+        mem_oom_line(gpt_bytes(&s->cfg, s->B, &cpu_attn, NULL), "the CPU model");
         return -1;
     }
     float *init = gpt_init_alloc(&s->cfg, s->seed);   // the numbers gpt_build gave the CPU model
@@ -403,8 +379,8 @@ int train_gpu_main(const Opts *o, const TrainOpts *t)
     GPT cpu;
     dmem_reset_peak();
     if (build_three(&s, g, &cpu) != 0) { if (csv) fclose(csv); corpus_free(&c); return EXIT_FAIL; }
-    Curve cv[N_GRUNS];
-    curves_alloc(cv, N_GRUNS, s.steps);
+    Curves cv[N_GRUNS];
+    curves_alloc_all(cv, s.steps);
     char b[6][32];
     size_t sv_n, sv_f;
     gpt_gpu_bytes(&s.cfg, s.B, &GPU_ATTN_NAIVE, &sv_n);
@@ -425,7 +401,7 @@ int train_gpu_main(const Opts *o, const TrainOpts *t)
     const double t0 = now_sec();
     const int rc = train_three(&s, &c, g, &cpu, cv, 1);
     const double secs = now_sec() - t0;
-    if (rc != 0) { if (csv) fclose(csv); curves_free(cv, N_GRUNS); gpt_gpu_free(&g[0]); gpt_gpu_free(&g[1]); gpt_free(&cpu); corpus_free(&c); return EXIT_FAIL; }
+    if (rc != 0) { if (csv) fclose(csv); curves_free_all(cv); gpt_gpu_free(&g[0]); gpt_gpu_free(&g[1]); gpt_free(&cpu); corpus_free(&c); return EXIT_FAIL; }
 
     const long S = s.steps;
     long at_f, at_n, at_c;
@@ -452,12 +428,10 @@ int train_gpu_main(const Opts *o, const TrainOpts *t)
            "layer, %s in all\n", fmt_bytes((double)sv_n, b[1], 32), fmt_bytes((double)g[G_NAIVE].bytes, b[2], 32),
            fmt_bytes((double)sv_f, b[3], 32), fmt_bytes((double)g[G_FUSED].bytes, b[4], 32));
     if (csv) {
-        train_csv_floor(csv, floor);
-        for (int r = 0; r < N_GRUNS; r++) train_csv_run(csv, GRUN_NAME[r], cv[r].train, cv[r].val, NULL, S);
-        fclose(csv);
-        printf("wrote %s\n", o->csv);
+        const Curves *cvs[N_GRUNS] = {&cv[0], &cv[1], &cv[2]};
+        train_csv_write(csv, o->csv, floor, N_GRUNS, GRUN_NAME, cvs, 0, S);
     }
-    curves_free(cv, N_GRUNS);
+    curves_free_all(cv);
     gpt_gpu_free(&g[0]);
     gpt_gpu_free(&g[1]);
     gpt_free(&cpu);
@@ -489,8 +463,13 @@ static void check_bf16(const Corpus *c)
     const int B = 2;
     if (GPU_ATTN_FUSED_BF16.unavailable(64)) { report_skip("train-gpu/bf16", "%s", GPU_ATTN_FUSED_BF16.unavailable(64)); return; }
     GPT cpu;
-    const Attention naive = ATTENTION_NAIVE("naive", MASK_ABSOLUTE, BREAK_NONE, 16, 16);
-    if (gpt_build(&cpu, &cfg, B, &naive, 1.0f, 5) != 0) { report(0, NULL, "train-gpu/bf16", "out of memory"); return; }
+    const Attention naive = ATTENTION_NAIVE("naive", MASK_ABSOLUTE, SOFTMAX_INTACT, 16, 16);
+    if (gpt_build(&cpu, &cfg, B, &naive, 1.0f, 5) != 0) {
+        char lim[96];
+        report(0, NULL, "train-gpu/bf16", "out of host memory: the CPU model asked for %zu bytes, %s",
+               gpt_bytes(&cfg, B, &naive, NULL), mem_limit_desc(lim, sizeof lim));
+        return;
+    }
     const size_t bt = (size_t)B * cfg.T, np = cpu.num_params;
     int *x = xmalloc(bt * sizeof(int), "batch"), *y = xmalloc(bt * sizeof(int), "batch");
     float *grad = xmalloc(np * sizeof(float), "gradient");
@@ -536,7 +515,7 @@ void train_gpu_checks(void)
     s.eval_every = 10; s.val_batches = 2;
     GPTGpu g[2];
     GPT cpu;
-    if (build_three(&s, g, &cpu) != 0) { report(0, NULL, "train-gpu", "out of memory"); corpus_free(&c); return; }
+    if (build_three(&s, g, &cpu) != 0) { report(0, NULL, "train-gpu", "out of memory (the line above says the host's or the device's)"); corpus_free(&c); return; }
     char name[96];
 
     { /* one batch: the loss and the whole model's gradient, GPU against CPU */
@@ -568,9 +547,9 @@ void train_gpu_checks(void)
     gpt_gpu_free(&g[0]); gpt_gpu_free(&g[1]); gpt_free(&cpu);
 
     { /* 20 steps, the three runs from the same start: the curves agree */
-        Curve cv[N_GRUNS];
-        if (build_three(&s, g, &cpu) != 0) { report(0, NULL, "train-gpu", "out of memory"); corpus_free(&c); return; }
-        curves_alloc(cv, N_GRUNS, s.steps);
+        Curves cv[N_GRUNS];
+        if (build_three(&s, g, &cpu) != 0) { report(0, NULL, "train-gpu", "out of memory (the line above says the host's or the device's)"); corpus_free(&c); return; }
+        curves_alloc_all(cv, s.steps);
         const int rc = train_three(&s, &c, g, &cpu, cv, 0);
         long at;
         double gap = rc ? INFINITY : train_max_gap(cv[G_NAIVE].train, cv[C_NAIVE].train, s.steps, &at);
@@ -587,8 +566,8 @@ void train_gpu_checks(void)
                "(|diff| %.1e, expected <= 5e-6)", s.steps, cv[G_FUSED].val[s.steps], cv[C_NAIVE].val[s.steps], vgap);
         /* the naive GPU run again: no atomics anywhere in it, so the same curve to the bit; the fused one adds
          * dQ by atomics (backward kernel 1), so its rerun may differ in the last bits */
-        Curve again[N_GRUNS];
-        curves_alloc(again, N_GRUNS, s.steps);
+        Curves again[N_GRUNS];
+        curves_alloc_all(again, s.steps);
         gpt_gpu_free(&g[0]); gpt_gpu_free(&g[1]); gpt_free(&cpu);
         if (build_three(&s, g, NULL) == 0) {
             const int rc2 = train_three(&s, &c, g, NULL, again, 0);
@@ -599,9 +578,9 @@ void train_gpu_checks(void)
             report(fgap <= 1e-5, NULL, "train-gpu/fused-rerun", "gpu-fused trained again: largest |diff| %.2e (dQ by "
                    "fp32 atomics: %s; expected <= 1e-5)", fgap, fgap == 0 ? "the same this time" : "not bit-identical");
             gpt_gpu_free(&g[0]); gpt_gpu_free(&g[1]);
-        } else report(0, NULL, "train-gpu/rerun", "out of memory");
-        curves_free(again, N_GRUNS);
-        curves_free(cv, N_GRUNS);
+        } else report(0, NULL, "train-gpu/rerun", "out of device memory (the line above)");
+        curves_free_all(again);
+        curves_free_all(cv);
     }
     check_bf16(&c);
     { /* out of GPU memory: one line with the bytes, nothing left allocated, no crash */
