@@ -73,10 +73,7 @@ static void run_cpu(void *p)
 {
     Run *r = p;
     if (naive_attention_cpu(r->q, r->k, r->v, r->o, r->bh, r->N, r->D, r->causal) != 0) {
-        size_t nn = 2 * (size_t)r->bh * r->N * r->N * sizeof(float);
-        char b1[32], b2[32];
-        fprintf(stderr, "%s: out of memory: S and P need %zu bytes (%s), limit %s\n", g_prog, nn,
-                fmt_bytes((double)nn, b1, sizeof b1), fmt_bytes((double)mem_limit(), b2, sizeof b2));
+        mem_oom_line(mem_refused(), "S or P ([B,H,N,N] floats each)");
         exit(EXIT_FAIL);
     }
 }

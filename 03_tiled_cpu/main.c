@@ -133,7 +133,7 @@ static Err run_version(int which, const float *q, const float *k, const float *v
     double t0 = now_sec();
     int rc = which == V_B ? tiled_softmax_per_tile(q, k, v, o, bh, N, D, BR, BC) : tiled_two_pass(q, k, v, o, bh, N, D, BR, BC);
     if (ms) *ms = (now_sec() - t0) * 1e3;
-    if (rc != 0) { fprintf(stderr, "step03: out of memory for the tiles\n"); exit(EXIT_FAIL); }
+    if (rc != 0) { mem_oom_line(mem_refused(), "the tiles"); exit(EXIT_FAIL); }
     Err e = compare(o, ref, n, 1e-5, 1e-5);
     tfree(o);
     return e;

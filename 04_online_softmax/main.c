@@ -156,7 +156,7 @@ static Case run_case(long B, long H, long N, long D, long BR, long BC, int causa
     c.out = xmalloc(n * 4, "O");
     for (size_t i = 0; i < n; i++) c.out[i] = NAN;                   // poisoned: an unwritten element fails
     if (flash_forward_cpu(q, k, v, c.out, B * H, N, D, BR, BC, causal, slope) != 0) {
-        fprintf(stderr, "step04: out of memory for the tiles\n");
+        mem_oom_line(mem_refused(), "the tiles");
         exit(EXIT_FAIL);
     }
     memset(&c.base, 0, sizeof c.base);
@@ -298,7 +298,7 @@ static void run_once(void *p)
     int rc = r->naive ? naive_attention_cpu(r->q, r->k, r->v, r->o, r->bh, r->N, r->D, r->causal)
                       : flash_forward_cpu(r->q, r->k, r->v, r->o, r->bh, r->N, r->D, r->BR, r->BC, r->causal, NULL);
     if (rc != 0) {
-        fprintf(stderr, "step04: out of memory (%s)\n", r->naive ? "naive S and P" : "tiles");
+        mem_oom_line(mem_refused(), r->naive ? "naive attention's S or P ([B,H,N,N] floats each)" : "the tiles");
         exit(EXIT_FAIL);
     }
 }

@@ -109,13 +109,15 @@ bad step07 "bad break"          --break everything
 bad step07 "score-scale nan"    --score-scale nan
 # Out of memory is not a usage error: exit 1, one line with the bytes asked for.
 expect 1 out-of-memory step01 "Q over the host's memory" --seq 1048576 --batch 64 --heads 64 --dim 64 --device cpu
-# ... and the limit it names is the limit, not the bytes asked for again (one buffer once served both)
+# ... and it says which memory ran out and the limit it used, the limit and not the bytes asked for again
+# (one buffer once served both; a GPU step's host line once read as the device's)
 if [ -x ./step01 ]; then
     n=$((n + 1))
     ./step01 --seq 1048576 --batch 64 --heads 64 --dim 64 --device cpu 2>"$tmp/err" >/dev/null
-    asked=$(sed -n 's/.*asked for [0-9]* bytes (\([^)]*\)).*/\1/p' "$tmp/err"); limit=$(sed -n 's/.*limit \(.*\)$/\1/p' "$tmp/err")
-    if [ -n "$limit" ] && [ "$asked" != "$limit" ]; then echo "PASS out-of-memory/step01 names the limit: asked $asked, limit $limit"
-    else echo "FAIL out-of-memory/step01 names the limit: asked '$asked', limit '$limit' ($(cat "$tmp/err"))"; fi
+    asked=$(sed -n 's/.*asked for [0-9]* bytes (\([^)]*\)).*/\1/p' "$tmp/err"); limit=$(sed -n 's/.*host limit \([^(]*\) (.*/\1/p' "$tmp/err")
+    if grep -q 'out of host memory' "$tmp/err" && [ -n "$limit" ] && [ "$asked" != "$limit" ]; then
+        echo "PASS out-of-memory/step01 names the host and its limit: asked $asked, host limit $limit"
+    else echo "FAIL out-of-memory/step01 names the host and its limit: asked '$asked', host limit '$limit' ($(cat "$tmp/err"))"; fi
 fi
 # Limits that are the real ones: --heads past the old 65535 cap runs (exit 0)
 if [ -x ./step04 ]; then
@@ -124,4 +126,10 @@ if [ -x ./step04 ]; then
     else echo "FAIL limits/step04 --heads 70000: $(head -c 300 "$tmp/err")"; fi
 fi
 expect 1 out-of-memory step06 "train: model over --mem-limit" --train --mem-limit 20M
+if [ -x ./step06 ]; then   # ... naming the host and --mem-limit as the limit it used
+    n=$((n + 1))
+    ./step06 --train --mem-limit 20M 2>"$tmp/err" >/dev/null
+    if grep -q 'out of host memory: .*host limit 20.0 MB (--mem-limit)' "$tmp/err"; then echo "PASS out-of-memory/step06 names --mem-limit: $(cat "$tmp/err")"
+    else echo "FAIL out-of-memory/step06 names --mem-limit: expected 'out of host memory ... host limit 20.0 MB (--mem-limit)', got $(head -c 300 "$tmp/err")"; fi
+fi
 echo "bad-input: $n command lines tried"

@@ -28,19 +28,28 @@ void usage_error(const char *fmt, ...)
     exit(EXIT_USAGE);
 }
 
+/* The command line's copy is plain malloc (it lives as long as the program, untracked): only the
+ * system's own limit can refuse it. */
+static _Noreturn void cmdline_oom(size_t bytes)
+{
+    fprintf(stderr, "%s: out of host memory: asked for %zu bytes for the command line, refused by malloc (the "
+            "system's limit; the tracked one is not involved)\n", g_prog, bytes);
+    exit(EXIT_FAIL);
+}
+
 void opts_expand(int *argc, char ***argv)
 {
     int extra = 0;
     for (int i = 1; i < *argc; i++) extra += !strncmp((*argv)[i], "--", 2) && strchr((*argv)[i], '=') != NULL;
     if (!extra) return;
     char **out = malloc(((size_t)*argc + (size_t)extra + 1) * sizeof *out);
-    if (!out) { fprintf(stderr, "%s: out of memory for the command line\n", g_prog); exit(EXIT_FAIL); }
+    if (!out) cmdline_oom(((size_t)*argc + (size_t)extra + 1) * sizeof *out);
     int n = 0;
     for (int i = 0; i < *argc; i++) {
         const char *a = (*argv)[i], *eq = i > 0 && !strncmp(a, "--", 2) ? strchr(a, '=') : NULL;
         if (!eq) { out[n++] = (*argv)[i]; continue; }
         char *name = malloc((size_t)(eq - a) + 1);  /* --opt=value -> --opt value, as GNU tools take it */
-        if (!name) { fprintf(stderr, "%s: out of memory for the command line\n", g_prog); exit(EXIT_FAIL); }
+        if (!name) cmdline_oom((size_t)(eq - a) + 1);
         memcpy(name, a, (size_t)(eq - a));
         name[eq - a] = '\0';
         out[n++] = name;
@@ -688,6 +697,7 @@ double time_median(void (*fn)(void *), void *ctx, int warmup, int repeat)
 typedef union { size_t size; max_align_t align; } Hdr;
 static _Atomic size_t cur_bytes, peak_bytes;
 static size_t limit_bytes;
+static _Thread_local size_t refused_bytes; /* per thread: step 06's runs fail on their own threads */
 
 size_t phys_mem_bytes(void)
 {
@@ -703,16 +713,36 @@ size_t mem_limit(void)
     return limit_bytes ? limit_bytes : phys_mem_bytes() / 10 * 8;
 }
 
+size_t mem_refused(void) { return refused_bytes; }
+
+const char *mem_limit_desc(char *buf, size_t n)
+{
+    char b1[32], b2[32];
+    if (limit_bytes) snprintf(buf, n, "host limit %s (--mem-limit)", fmt_bytes((double)limit_bytes, b1, sizeof b1));
+    else
+        snprintf(buf, n, "host limit %s (80%% of this machine's %s of RAM)", fmt_bytes((double)mem_limit(), b1, sizeof b1),
+                 fmt_bytes((double)phys_mem_bytes(), b2, sizeof b2));
+    return buf;
+}
+
+void mem_oom_line(size_t bytes, const char *what)
+{
+    char b1[32], b2[32], lim[96]; /* one buffer per number: fmt_bytes returns its buffer */
+    fprintf(stderr, "%s: out of host memory: asked for %zu bytes (%s) for %s, %s in use, %s\n", g_prog, bytes,
+            fmt_bytes((double)bytes, b1, sizeof b1), what, fmt_bytes((double)mem_current(), b2, sizeof b2),
+            mem_limit_desc(lim, sizeof lim));
+}
+
 void *tmalloc(size_t bytes)
 {
     size_t total, cur = atomic_load(&cur_bytes), pk;
-    if (bytes > (size_t)-1 - sizeof(Hdr)) return NULL;
+    if (bytes > (size_t)-1 - sizeof(Hdr)) { refused_bytes = bytes; return NULL; }
     total = bytes + sizeof(Hdr);
     do { /* reserve the bytes under the limit, or refuse */
-        if (cur + bytes > mem_limit() || cur + bytes < cur) return NULL;
+        if (cur + bytes > mem_limit() || cur + bytes < cur) { refused_bytes = bytes; return NULL; }
     } while (!atomic_compare_exchange_weak(&cur_bytes, &cur, cur + bytes));
     Hdr *h = malloc(total);
-    if (!h) { atomic_fetch_sub(&cur_bytes, bytes); return NULL; }
+    if (!h) { atomic_fetch_sub(&cur_bytes, bytes); refused_bytes = bytes; return NULL; }
     h->size = bytes;
     pk = atomic_load(&peak_bytes);
     while (cur + bytes > pk && !atomic_compare_exchange_weak(&peak_bytes, &pk, cur + bytes)) {}
@@ -723,10 +753,7 @@ void *xmalloc(size_t bytes, const char *what)
 {
     void *p = tmalloc(bytes);
     if (!p) {
-        char b1[32], b2[32], b3[32]; /* one buffer per number: fmt_bytes returns its buffer */
-        fprintf(stderr, "%s: out of memory: asked for %zu bytes (%s) for %s, %s in use, limit %s\n", g_prog,
-                bytes, fmt_bytes((double)bytes, b1, sizeof b1), what,
-                fmt_bytes((double)mem_current(), b2, sizeof b2), fmt_bytes((double)mem_limit(), b3, sizeof b3));
+        mem_oom_line(bytes, what);
         exit(EXIT_FAIL);
     }
     return p;

@@ -257,9 +257,16 @@ double time_median(void (*fn)(void *), void *ctx, int warmup, int repeat);
 /* Every buffer a step allocates goes through these, so "peak bytes" is exact
  * and comparable between naive and tiled. tmalloc returns NULL (and prints
  * nothing) when the allocation would pass the limit or malloc fails; xmalloc
- * prints "out of memory: asked for N bytes (what)" and exits 1. */
+ * prints mem_oom_line's line and exits 1. */
 void *tmalloc(size_t bytes);
 void *xmalloc(size_t bytes, const char *what);
+/* The out-of-memory line of the host, on stderr: "<prog>: out of host memory: asked for N bytes (1.07 GB)
+ * for WHAT, X in use, host limit L (its origin)". A caller that learns of a refusal from a NULL deep in
+ * a step's code passes mem_refused(): the bytes of the last request tmalloc refused on this thread. */
+void mem_oom_line(size_t bytes, const char *what);
+size_t mem_refused(void);
+/* "host limit 108.12 GB (80% of this machine's 135.15 GB of RAM)", or "(--mem-limit)" when set. */
+const char *mem_limit_desc(char *buf, size_t n);
 void tfree(void *p);
 size_t mem_current(void);
 size_t mem_peak(void);

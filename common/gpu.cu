@@ -85,20 +85,29 @@ extern "C" void *dmalloc_try(size_t bytes)
     return p;
 }
 
+extern "C" const char *dmem_limit_desc(char *buf, size_t n)
+{
+    char b1[32], b2[32], b3[32];
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b); /* what the device has, not what this program tracks */
+    cudaGetLastError();
+    if (d_limit)
+        snprintf(buf, n, "device limit %s (--mem-limit; the device has %s free of %s)", fmt_bytes((double)d_limit, b1, sizeof b1),
+                 fmt_bytes((double)free_b, b2, sizeof b2), fmt_bytes((double)total_b, b3, sizeof b3));
+    else
+        snprintf(buf, n, "device limit %s (the device's memory, %s of it free)", fmt_bytes((double)total_b, b1, sizeof b1),
+                 fmt_bytes((double)free_b, b2, sizeof b2));
+    return buf;
+}
+
 extern "C" void *dmalloc(size_t bytes, const char *what)
 {
     void *p = dmalloc_try(bytes);
     if (!p) {
-        char b1[32], b2[32], b3[32], b4[32];
-        size_t free_b = 0, total_b = 0;
-        cudaMemGetInfo(&free_b, &total_b); /* what the device has, not what this program tracks */
-        cudaGetLastError();
-        char b5[32];
-        fprintf(stderr, "%s: out of device memory: asked for %zu bytes (%s) for %s; this program holds %s, the device "
-                "has %s free of %s%s%s\n", g_prog, bytes, fmt_bytes((double)bytes, b1, sizeof b1), what,
-                fmt_bytes((double)d_cur, b2, sizeof b2), fmt_bytes((double)free_b, b3, sizeof b3),
-                fmt_bytes((double)total_b, b4, sizeof b4), d_limit ? ", --mem-limit " : "",
-                d_limit ? fmt_bytes((double)d_limit, b5, sizeof b5) : "");
+        char b1[32], b2[32], lim[160];
+        fprintf(stderr, "%s: out of device memory: asked for %zu bytes (%s) for %s, %s in use by this program, %s\n", g_prog,
+                bytes, fmt_bytes((double)bytes, b1, sizeof b1), what, fmt_bytes((double)d_cur, b2, sizeof b2),
+                dmem_limit_desc(lim, sizeof lim));
         exit(EXIT_FAIL);
     }
     return p;

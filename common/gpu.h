@@ -35,6 +35,9 @@ size_t dmem_current(void);
 size_t dmem_peak(void);
 void dmem_reset_peak(void);
 void dmem_set_limit(size_t bytes); /* 0 = no limit beyond the device's own */
+/* The limit as a device out-of-memory line names it: "device limit 85.0 GB (the device's memory, 12.3 GB
+ * of it free)", or "device limit 8.0 GB (--mem-limit; the device has ... free of ...)". */
+const char *dmem_limit_desc(char *buf, size_t n);
 /* cudaMemGetInfo's view: used bytes on the whole device right now. */
 size_t dmem_device_used(void);
 size_t dmem_device_total(void);

@@ -22,6 +22,7 @@ size_t dmem_current(void) { return 0; }
 size_t dmem_peak(void) { return 0; }
 void dmem_reset_peak(void) {}
 void dmem_set_limit(size_t bytes) { (void)bytes; }
+const char *dmem_limit_desc(char *buf, size_t n) { snprintf(buf, n, "no device (built without CUDA)"); return buf; }
 size_t dmem_device_used(void) { return 0; }
 size_t dmem_device_total(void) { return 0; }
 void *dupload(const float *h, size_t n, int dtype, const char *what) { (void)h; (void)n; (void)dtype; (void)what; gpu_require(); return NULL; }
