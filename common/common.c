@@ -428,15 +428,15 @@ float dot_f32(const float *a, const float *b, long D)
 /* ------------------------------------------------------ float64 reference */
 
 /* One row, with an optional ALiBi slope (0: plain attention): s_j -= slope |i - j|. */
-static void ref_row(const float *q, const float *k, const float *v, long N, long D, int causal, long i, double slope,
-                    double *s, double *o)
+/* One query row qi against keys 0 .. jend-1, in double; i is the row's own index, for the bias only. */
+static void ref_keys(const float *qi, const float *k, const float *v, long jend, long D, long i, double slope,
+                     double *s, double *o)
 {
     const double scale = 1.0 / sqrt((double)D);
-    long jend = causal ? i + 1 : N;
     double m = -INFINITY, l = 0;
     for (long j = 0; j < jend; j++) {           /* s_j = q_i . k_j / sqrt(D) - slope |i - j| */
         double acc = 0;
-        for (long d = 0; d < D; d++) acc += (double)q[i * D + d] * k[j * D + d];
+        for (long d = 0; d < D; d++) acc += (double)qi[d] * k[j * D + d];
         s[j] = acc * scale - slope * (double)(i > j ? i - j : j - i);
         if (s[j] > m) m = s[j];
     }
@@ -445,6 +445,17 @@ static void ref_row(const float *q, const float *k, const float *v, long N, long
     for (long j = 0; j < jend; j++)
         for (long d = 0; d < D; d++) o[d] += s[j] * v[j * D + d];
     for (long d = 0; d < D; d++) o[d] /= l;
+}
+
+static void ref_row(const float *q, const float *k, const float *v, long N, long D, int causal, long i, double slope,
+                    double *s, double *o)
+{
+    ref_keys(q + i * D, k, v, causal ? i + 1 : N, D, i, slope, s, o);
+}
+
+void ref_attention_keys(const float *q_row, const float *k, const float *v, long nkeys, long D, double *s, double *o)
+{
+    ref_keys(q_row, k, v, nkeys, D, 0, 0.0, s, o);
 }
 
 void ref_attention_row(const float *q, const float *k, const float *v, long N, long D,

@@ -155,6 +155,10 @@ float dot_f32(const float *a, const float *b, long D);
  * q, k, v point at the head's [N, D] block. scratch holds N doubles. */
 void ref_attention_row(const float *q, const float *k, const float *v, long N, long D,
                        int causal, long i, double *scratch, double *o);
+/* One query row q_row [D] against the first nkeys rows of k, v [*, D] (decode: the newest token's row
+ * against its KV cache). scratch holds nkeys doubles. */
+void ref_attention_keys(const float *q_row, const float *k, const float *v, long nkeys, long D, double *scratch,
+                        double *o);
 /* The whole [B, H, N, D] output (B*H = bh heads). */
 void ref_attention(const float *q, const float *k, const float *v, long bh, long N, long D,
                    int causal, double *out);
