@@ -25,6 +25,17 @@ printf 'text\000with a NUL byte' >"$tmp/binary.txt"
 printf 'hello world\n' >"$tmp/short.txt"
 for a in 196 197 198 199 200; do b=128; while [ $b -lt 192 ]; do   # 320 distinct two-byte UTF-8 characters
     printf "\\$(printf %o $a)\\$(printf %o $b)"; b=$((b + 1)); done; done >"$tmp/many.txt"
+# model files for step06 --generate --load (generate.c's layout): V=2 T=1 L=1 H=1 C=1 has 30 parameters
+shape='\001\000\000\000\002\000\000\000\001\000\000\000\001\000\000\000\001\000\000\000\001\000\000\000'
+syms='\141\000\000\000\142\000\000\000'
+{ printf 'FLASHGPT'; printf "$shape"; printf '\036\000\000\000\000\000\000\000'; printf "$syms"; head -c 120 /dev/zero; } >"$tmp/good.bin"
+{ printf 'FLASHGPT'; printf "$shape"; printf '\036\000\000\000\000\000\000\000'; printf "$syms"; head -c 100 /dev/zero; } >"$tmp/cut.bin"
+{ printf 'FLASHGPT'; printf "$shape"; printf '\037\000\000\000\000\000\000\000'; printf "$syms"; head -c 124 /dev/zero; } >"$tmp/count.bin"
+{ printf 'FLASHGPT'; printf "$shape"; printf '\036\000\000\000\000\000\000\000'; printf "$syms"; head -c 116 /dev/zero
+  printf '\000\000\300\177'; } >"$tmp/nanw.bin"
+{ printf 'FLASHGPT\002\000\000\000'; head -c 116 /dev/zero; } >"$tmp/v2.bin"
+printf 'FLASHGPT' >"$tmp/hdr.bin"
+printf 'this is not a model file, only text long enough for a header' >"$tmp/foreign.bin"
 
 n=0
 # expect RC WHAT step, description, args...: exit RC with one line on stderr (and for RC 1, the bytes asked for)
@@ -91,6 +102,22 @@ bad step06 "train: seq past corpus" --train --seq 50000 --batch 1 --heads 1
 bad step06 "train gpu: csv unwritable" --train --device gpu --csv /proc/step06-nope.csv
 bad step06 "train: csv unwritable" --train --csv /proc/step06-nope.csv
 bad step06 "train with alibi"     --train --alibi
+bad step06 "train: save unwritable" --train --save /proc/step06-nope.bin
+bad step06 "save without train"   --save "$tmp/m.bin"
+bad step06 "load without generate" --load "$tmp/good.bin"
+bad step06 "generate: no --load"  --generate
+bad step06 "generate: load missing" --generate --load "$tmp/none.bin"
+bad step06 "generate: foreign file" --generate --load "$tmp/foreign.bin"
+bad step06 "generate: header cut" --generate --load "$tmp/hdr.bin"
+bad step06 "generate: weights cut" --generate --load "$tmp/cut.bin"
+bad step06 "generate: count off"  --generate --load "$tmp/count.bin"
+bad step06 "generate: version 2"  --generate --load "$tmp/v2.bin"
+bad step06 "generate: NaN weight" --generate --load "$tmp/nanw.bin"
+bad step06 "generate: unknown symbol" --generate --load "$tmp/good.bin" --prompt "abc"
+bad step06 "generate: empty prompt" --generate --load "$tmp/good.bin" --prompt ""
+bad step06 "generate: tokens 0"   --generate --load "$tmp/good.bin" --tokens 0
+bad step06 "generate: temperature -1" --generate --load "$tmp/good.bin" --temperature -1
+bad step06 "generate with --seq"  --generate --load "$tmp/good.bin" --seq 64
 if [ -x ./step07 ]; then   # a graded assignment with one output truncated, one of the wrong shape, one missing
     ./step07 --assignment "$tmp/a" >/dev/null 2>&1
     for s in multi one_tile negative causal large; do cp "$tmp/a/q_$s.npy" "$tmp/a/out_$s.npy"; done
