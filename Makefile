@@ -84,7 +84,7 @@ EXTRA_C_step02  := 01_naive/naive.c 04_online_softmax/flash.c
 EXTRA_CU_step02 := 01_naive/naive_gpu.cu 05_cuda_fused/registry.cu $(wildcard 05_cuda_fused/kernel*.cu)
 EXTRA_C_step04  := 01_naive/naive.c
 EXTRA_CU_step05 := 01_naive/naive_gpu.cu
-EXTRA_CU_step06 := 05_cuda_fused/registry.cu $(wildcard 05_cuda_fused/kernel*.cu 05_cuda_fused/bwd*.cu) 01_naive/naive_gpu.cu
+EXTRA_CU_step06 := 05_cuda_fused/registry.cu $(wildcard 05_cuda_fused/kernel*.cu 05_cuda_fused/bwd*.cu) 05_cuda_fused/decode1_transcription.cu 01_naive/naive_gpu.cu
 EXTRA_C_step06  := 07_break_it/breaks.c 04_online_softmax/flash.c
 EXTRA_C_step07  := 06_causal/causal.c 01_naive/naive.c
 

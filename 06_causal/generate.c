@@ -521,5 +521,33 @@ void generate_checks(void)
         }
         cpu_model_close(&cm);
     }
+#ifdef HAVE_CUDA
+    if (gpu_available()) { /* the GPU model with step 05's decode kernel 1: its cache, and its text against the CPU's */
+        GpuDecoder *gd = gpt_gpu_decoder_open(&c, params);
+        CpuModel cm;
+        if (!gd || cpu_model_open(&cm, &c, params, 1) != 0) { report(0, NULL, "generate/gpu", "could not build the models"); }
+        else {
+            const Decoder gpu = {"gpu", gd, gpt_gpu_decoder_decode, gpt_gpu_decoder_reset, gpt_gpu_decoder_full};
+            const Decoder cpu = {"cpu", &cm, cpu_decode, cpu_reset, cpu_full};
+            GenStats st, s2;
+            const int rc = gen_run(&gpu, c.T, c.V, prompt, 20, 100, 0.0, 5, 1, ids, &st, NULL, NULL);
+            report(rc == 0 && st.max_diff <= CACHE_TOL && st.slides > 0, NULL, "generate/gpu-cache-vs-full-forward",
+                   "on the GPU (decode kernel 1, fp32): the logits of %ld positions with the cache against the GPU's full "
+                   "forward: max |diff| %.1e (tol %.0e)", st.positions, st.max_diff, CACHE_TOL);
+            gen_run(&cpu, c.T, c.V, prompt, 20, 100, 0.0, 5, 0, again, &s2, NULL, NULL);
+            long first = -1;
+            for (long i = 0; i < 120 && first < 0; i++) if (ids[i] != again[i]) first = i - 20;
+            report(first < 0, NULL, "generate/gpu-greedy-same-text", "temperature 0, 100 tokens: the GPU's text %s the CPU's%s",
+                   first < 0 ? "is" : "DEPARTS from", first < 0 ? "" : " (at the token the line names)");
+            if (first >= 0) printf("  (first difference at generated token %ld)\n", first);
+            cpu_model_close(&cm);
+        }
+        gpt_gpu_decoder_close(gd);
+    } else {
+        report_skip("generate/gpu", "no CUDA device");
+    }
+#else
+    report_skip("generate/gpu", "built without CUDA");
+#endif
     tfree(ids); tfree(again); tfree(params);
 }

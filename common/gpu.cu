@@ -157,6 +157,13 @@ extern "C" void *dupload(const float *h, size_t n, int dtype, const char *what)
     return d;
 }
 
+extern "C" int *dupload_int(const int *h, size_t n, const char *what)
+{
+    int *d = (int *)dmalloc(n * sizeof(int), what);
+    CUDA_CHECK(cudaMemcpy(d, h, n * sizeof(int), cudaMemcpyHostToDevice));
+    return d;
+}
+
 extern "C" void ddownload(float *h, const void *d, size_t n, int dtype)
 {
     if (dtype == DT_FP32) {
