@@ -387,23 +387,26 @@ void decode_run_checks(long only)
 
 // --- timing ------------------------------------------------------------------------------------------
 
-typedef struct { const DecodeKernel *k; DProb *p; void *ws; } TCtx;
+/* A timed call: kernel k launched `reps` times back to back, on problems p[0], p[1], ... in turn (copies of
+ * one shape, so that a cache smaller than L2 is not read from L2 the next time: 50 MB of L2 on the H100). */
+typedef struct { const DecodeKernel *k; DProb *p; int copies, reps; void *ws; } TCtx;
 static void tfn(void *c)
 {
     TCtx *t = c;
-    t->k->launch(&t->p->a, t->ws, NULL);
+    for (int r = 0; r < t->reps; r++) t->k->launch(&t->p[r % t->copies].a, t->ws, NULL);
 }
 
-/* Kernels ks[0..n) on p, timed against each other (interleaved, median of repeat): us[]. */
-static void time_kernels(const DecodeKernel *const *ks, int n, DProb *p, int repeat, double *us)
+/* Kernels ks[0..n) on the copies p[0..copies), timed against each other (interleaved, median of repeat), each
+ * sample `reps` launches: us[] per launch. */
+static void time_kernels(const DecodeKernel *const *ks, int n, DProb *p, int copies, int reps, int repeat, double *us)
 {
     TCtx c[16];
     void (*fns[16])(void *) = {0};
     void *ctx[16] = {0};
-    for (int x = 0; x < n; x++) { c[x] = (TCtx){ks[x], p, ws_alloc(ks[x], p)}; fns[x] = tfn; ctx[x] = &c[x]; }
+    for (int x = 0; x < n; x++) { c[x] = (TCtx){ks[x], p, copies, reps, ws_alloc(ks[x], p)}; fns[x] = tfn; ctx[x] = &c[x]; }
     double ms[16];
     gpu_time_interleaved_ms(fns, ctx, n, 2, repeat, ms);
-    for (int x = 0; x < n; x++) { us[x] = ms[x] * 1e3; dfree(c[x].ws); }
+    for (int x = 0; x < n; x++) { us[x] = ms[x] * 1e3 / reps; dfree(c[x].ws); }
 }
 
 static void csv_row(FILE *csv, const char *mode, const DecodeKernel *k, const DProb *p, double us)
@@ -469,8 +472,9 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
     printf("\nthe device's read bandwidth, measured: %.0f GB/s (2 GB read once, 16-byte loads, median of %ld)\n", bw, o->repeat);
     if (csv) fprintf(csv, "bandwidth,0,read bandwidth,-,0,0,0,0,0,0,0,0,%.1f,2147483648\n", bw);
     double us[16];
-    time_kernels(run, nr, &p, (int)o->repeat, us);
-    printf("times (CUDA events, interleaved, median of %ld); GB/s = the cache's bytes / time:\n", o->repeat);
+    time_kernels(run, nr, &p, 1, 1, (int)o->repeat, us);
+    printf("times of one decode step (CUDA events around one launch, its launch latency included; interleaved, median of "
+           "%ld); GB/s = the cache's bytes / time:\n", o->repeat);
     int best = -1;
     for (int x = 0; x < nr; x++) {
         run[x]->describe(&p.a, desc, sizeof desc);
@@ -501,8 +505,12 @@ static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *la
     const DecodeKernel *const *ks = decode_kernels(&nk);
     int *len = xmalloc((size_t)B * sizeof(int), "lengths");
     for (long b = 0; b < B; b++) len[b] = (int)L;
-    DProb p;
-    dprob_make(&p, B, Hq, Hkv, 128, n, len, o->dtype, page, o->seed + (uint64_t)L, 0);
+    const double bytes = 2.0 * B * Hkv * L * 128 * dtype_size(o->dtype);
+    const int copies = bytes >= 256e6 ? 1 : (int)ceil(256e6 / bytes); /* at least 256 MB between two reads of one copy */
+    DProb *ps = xmalloc((size_t)copies * sizeof(DProb), "problem copies"), p;
+    for (int c = 0; c < copies; c++)
+        dprob_make(&ps[c], B, Hq, Hkv, 128, n, len, o->dtype, page, o->seed + (uint64_t)L + 101 * (uint64_t)c, 0);
+    p = ps[0];
     const DecodeKernel *run[16] = {0};
     int nr = 0;
     for (int x = 0; x < nk; x++) {
@@ -514,7 +522,7 @@ static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *la
         run[nr++] = k;
     }
     double us[16];
-    time_kernels(run, nr, &p, (int)o->repeat, us);
+    time_kernels(run, nr, ps, copies, 8, (int)o->repeat, us);
     char b1[32];
     printf("  %-26s %9s", label, fmt_bytes(cache_bytes(&p), b1, sizeof b1));
     for (int x = 0; x < nk; x++) {
@@ -530,7 +538,8 @@ static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *la
     printf("\n");
     fflush(stdout);
     tfree(len);
-    dprob_free(&p);
+    for (int c = 0; c < copies; c++) dprob_free(&ps[c]);
+    tfree(ps);
 }
 
 static void bench_header(const Opts *o, const char *title, const int *only_ids, int n_only)
@@ -549,8 +558,9 @@ static void bench_header(const Opts *o, const char *title, const int *only_ids, 
 static int run_bench(const Opts *o, FILE *csv)
 {
     printf("step05 --decode --bench: %s, D = 128, one new row per sequence unless said; us per decode step, GB/s of K and "
-           "V read (the cache's bytes / time), %% of the read bandwidth\n(CUDA events, the kernels of a row interleaved run "
-           "by run, median of %ld)\ndevice: %s\n", dtype_name(o->dtype), o->repeat, gpu_describe());
+           "V read (the cache's bytes / time), %% of the read bandwidth\n(CUDA events around 8 launches back to back, on "
+           "copies of the problem when its cache is under 256 MB so that no launch reads the last one's from L2; the kernels "
+           "of a row interleaved sample by sample, median of %ld)\ndevice: %s\n", dtype_name(o->dtype), o->repeat, gpu_describe());
     const double bw = dec_read_bandwidth_gbs((size_t)2 << 30, (int)o->repeat);
     printf("the device's read bandwidth, measured: %.0f GB/s (2 GB read once, 16-byte loads)\n", bw);
     if (csv) fprintf(csv, "bandwidth,0,read bandwidth,%s,0,0,0,0,0,0,0,0,%.1f,2147483648\n", dtype_name(o->dtype), bw);

@@ -34,15 +34,22 @@
 #ifndef DECODE_CUH
 #define DECODE_CUH
 
+#include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "gpu.cuh"
 #include "kernels.h"
 #include "tc.cuh"
 
 constexpr int DEC_BC = 64;        // keys per K/V tile
+#ifndef DEC_NST_SET /* EXPERIMENT */
 constexpr int DEC_NST = 3;        // cp.async stages
+#else
+constexpr int DEC_NST = DEC_NST_SET;
+#endif
 constexpr int DEC_WARPS = 4;
 constexpr int DEC_ROWS = 64;      // query rows per block: 4 warps x 16
 
@@ -65,6 +72,7 @@ template <typename T> struct DecParams {
     int rows;                      // query rows per (sequence, grid head): g n
     int S, chunk_tiles;            // splits of the keys, tiles per split
     float scale_log2;
+    int exp_nocompute; /* EXPERIMENT */
 };
 
 /* float -> T, rounded to nearest (the outputs' one rounding). */
@@ -208,7 +216,9 @@ decode_kernel(const DecParams<T> p)
         long hq = 0, i = 0;
         const bool real = active && gr < p.rows;
         if (real) dec_row<F::grouped>(p, h, gr, &hq, &i);
-        last[hh] = real ? len - p.n + i : -1;                    // row i sits at position len - n + i
+        /* row i sits at position len - n + i. A padded row (past the block's rows) is never masked: its q is 0,
+         * so every score is 0 and nothing overflows, and what it computes is never written */
+        last[hh] = real ? len - p.n + i : LONG_MAX;
         const T *qrow = p.q + ((b * p.Hq + hq) * p.n + i) * D;
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {                    // the A fragments of Q, straight from memory
@@ -216,7 +226,10 @@ decode_kernel(const DecParams<T> p)
             qa[ks][2 + hh] = real ? *reinterpret_cast<const uint32_t *>(qrow + ks * 16 + 8 + 2 * t) : 0u;
         }
     }
-    long lastmin = min(last[0], last[1]), lastmax = max(last[0], last[1]);
+    /* The warp's rows: below lastmin no key is masked for any of them (no compare needed), past lastmax every
+     * key is (the warp stops there). */
+    long lastmin = min(last[0], last[1]);
+    long lastmax = max(last[0] == LONG_MAX ? -1 : last[0], last[1] == LONG_MAX ? -1 : last[1]);
 #pragma unroll
     for (int off = 1; off < 32; off *= 2) {
         lastmin = min(lastmin, __shfl_xor_sync(0xffffffffu, lastmin, off));
@@ -244,7 +257,7 @@ decode_kernel(const DecParams<T> p)
         cp_async_wait<DEC_NST - 1>();                            // tile it has landed ...
         __syncthreads();                                         // ... for every thread
         const T *k_s = k_buf + (it % DEC_NST) * DEC_BC * LD, *v_s = v_buf + (it % DEC_NST) * DEC_BC * LD;
-        if (active) {
+        if (active && !p.exp_nocompute) {
             for (int kr = sl * slice_keys; kr < (sl + 1) * slice_keys; kr += 16) {
                 const long ka = (long)(t0 + it) * DEC_BC + kr;   // the 16 keys' absolute index
                 if (ka > lastmax) break;                         // every key from here on is masked for this warp
@@ -349,6 +362,21 @@ decode_merge(const DecParams<T> p)
  * before the split, never a split without a tile. */
 struct DecGrid { int heads, g, rows, rchunks, S, chunk_tiles, tiles; };
 
+/* The SM count and shared memory per SM, read from the device once: a decode step takes tens of
+ * microseconds, and host calls before each launch would be time the GPU waits (and the timer counts). */
+static void dec_device(int *sms, int *smem_sm)
+{
+    static int s = 0, m = 0;
+    if (!s) {
+        int dev = 0;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&s, cudaDevAttrMultiProcessorCount, dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    }
+    *sms = s;
+    *smem_sm = m;
+}
+
 template <int D, typename T, class F>
 static DecGrid dec_grid(const DecodeArgs *a)
 {
@@ -363,14 +391,14 @@ static DecGrid dec_grid(const DecodeArgs *a)
     if (F::split) {
         /* blocks an SM holds at a time: its shared memory over one block's (1 KB of it reserved per block), at
          * most 4 (the registers of 4 x 128 threads at about 128 each) */
-        int dev = 0, sms = 0, smem_sm = 0;
-        CUDA_CHECK(cudaGetDevice(&dev));
-        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        CUDA_CHECK(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+        int sms, smem_sm;
+        dec_device(&sms, &smem_sm);
         long per_sm = (long)smem_sm / (long)(DecSmem<D>::bytes + 1024);
         per_sm = per_sm < 1 ? 1 : per_sm > 4 ? 4 : per_sm;
         const long base = a->B * gr.heads * gr.rchunks, want = (long)sms * per_sm;
-        long S = (want + base - 1) / base;
+        const char *ex = getenv("DEC_EXP"); /* EXPERIMENT */
+        const long waves = ex && strstr(ex, "waves2") ? 2 : 1;
+        long S = (want * waves) / base;             /* whole waves: a split more would start a wave mostly empty */
         if (S > gr.tiles) S = gr.tiles;
         if (S < 1) S = 1;
         gr.chunk_tiles = (int)((gr.tiles + S - 1) / S);
@@ -389,7 +417,11 @@ static size_t dec_ws_dt(const DecodeArgs *a)
 template <int D, typename T, class F>
 static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
 {
-    if (smem_opt_in(decode_kernel<D, T, F>, DecSmem<D>::bytes, "decode kernel", id, D)) return -1;
+    static int opted = 0;                                        /* once per instantiation, not per launch */
+    if (!opted) {
+        if (smem_opt_in(decode_kernel<D, T, F>, DecSmem<D>::bytes, "decode kernel", id, D)) return -1;
+        opted = 1;
+    }
     const DecGrid gr = dec_grid<D, T, F>(a);
     DecParams<T> p;
     p.q = (const T *)a->q; p.o = (T *)a->o;
@@ -402,6 +434,7 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
     while (F::paged && (1L << p.page_shift) < a->page) p.page_shift++;
     p.heads = gr.heads; p.g = gr.g; p.rows = gr.rows; p.S = gr.S; p.chunk_tiles = gr.chunk_tiles;
     p.scale_log2 = 1.4426950408889634f / sqrtf((float)D);       // log2(e) / sqrt(D)
+    p.exp_nocompute = getenv("DEC_EXP") && strstr(getenv("DEC_EXP"), "nocompute"); /* EXPERIMENT */
     decode_kernel<D, T, F><<<dim3((unsigned)(a->B * gr.heads), (unsigned)gr.S, (unsigned)gr.rchunks), DEC_WARPS * 32,
                              DecSmem<D>::bytes, s>>>(p);
     CUDA_CHECK_LAST();

@@ -3,7 +3,8 @@ PyTorch's scaled_dot_product_attention with one query row per sequence (q_len = 
 beside the decode kernels in 05_cuda_fused/README.md. The same measure as step 05 (us per call, GB/s of K
 and V read = 2 B Hkv L D bytes / time), the same timing rule (CUDA events after a warm-up, median of the
 repeats; each repeat is 20 calls back to back so that PyTorch's per-call dispatch on the host is not what
-is timed), random normal inputs. Grouped heads (Hkv < Hq) through enable_gqa=True. Writes step 05's
+is timed, on copies of the inputs in turn when the cache is under 256 MB, so that no call finds the last
+one's K and V in L2, as step 05's bench does), random normal inputs. Grouped heads (Hkv < Hq) through enable_gqa=True. Writes step 05's
 decode CSV columns with kernel -2 (FlashAttention-2) and -3 (cuDNN), so the rows sit beside a
 --decode --bench --csv.
 
@@ -42,21 +43,23 @@ rows = []
 D = 128
 for mode, B, Hq, Hkv, L in shapes:
     gen = torch.Generator(device="cuda").manual_seed(L + B)
-    q = torch.randn(B, Hq, 1, D, device="cuda", dtype=dtype, generator=gen)
-    k = torch.randn(B, Hkv, L, D, device="cuda", dtype=dtype, generator=gen)
-    v = torch.randn(B, Hkv, L, D, device="cuda", dtype=dtype, generator=gen)
     cache = 2.0 * B * Hkv * L * D * esz
+    copies = 1 if cache >= 256e6 else -(-256e6 // cache)
+    qkv = [(torch.randn(B, Hq, 1, D, device="cuda", dtype=dtype, generator=gen),
+            torch.randn(B, Hkv, L, D, device="cuda", dtype=dtype, generator=gen),
+            torch.randn(B, Hkv, L, D, device="cuda", dtype=dtype, generator=gen)) for _ in range(int(copies))]
     line = f" {mode:<9} B={B:<2} {Hq}/{Hkv:<2} heads L={L:<6} {cache / 1e6:9.1f} MB"
     for kid, name, be in backends:
         try:
             with sdpa_kernel([be]):
-                for _ in range(3):
+                for q, k, v in qkv[:3]:
                     F.scaled_dot_product_attention(q, k, v, enable_gqa=Hkv != Hq)
                 us = []
                 for _ in range(10):
                     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     a.record()
-                    for _ in range(20):
+                    for c in range(20):
+                        q, k, v = qkv[c % len(qkv)]
                         F.scaled_dot_product_attention(q, k, v, enable_gqa=Hkv != Hq)
                     b.record()
                     b.synchronize()
@@ -67,7 +70,7 @@ for mode, B, Hq, Hkv, L in shapes:
         except RuntimeError as e:
             line += f"   {name}: not run ({str(e).splitlines()[0][:60]})"
     print(line, flush=True)
-    del q, k, v
+    del qkv
 with open(out, "w") as f:
     f.write("mode,kernel,name,dtype,B,Hq,Hkv,L,D,n,page,us,gbs,cache_bytes\n")
     f.write("\n".join(rows) + "\n")
