@@ -12,7 +12,7 @@
  *   causal     causal, N = 200: 4 row tiles      mask from tile-relative indices; the last
  *              the last one of 8 rows            partial K/V tile dropped (rows 192.. lose keys)
  *   large      scores up to about 110            no running max: e^s overflows float32 (88.72)
- *   huge       N = 300, scores 900 to 1055       no running max in float64 too (e^s overflows past
+ *   huge       N = 300, scores 900 to 1100       no running max in float64 too (e^s overflows past
  *                                                709.78); the last partial K/V tile (44 keys)
  * The huge set's Q and K are small integers, so every score is an exact multiple of 1/8 in float32
  * and the intact algorithm computes them exactly, in any order: the set is hard only for a missing max.
@@ -62,7 +62,7 @@ static const Set SETS[NSETS] = {
     {"negative", 256, 1, 0, INPUTS_NEG_ROWS, "rows 0..127 of each head score below -100 against every key", GH, 0},
     {"causal", 200, 1, 1, INPUTS_RANDOM, "causal mask, N = 200: 4 row tiles, the last of 8 rows", GH, 0},
     {"large", 256, 24, 0, INPUTS_RANDOM, "large scores, up to about 110", GH, 0},
-    {"huge", 300, 1, 0, INPUTS_HUGE, "N = 300 (last K/V tile 44 keys), scores 900 to 1055, exact", GH, 0},
+    {"huge", 300, 1, 0, INPUTS_HUGE, "N = 300 (last K/V tile 44 keys), scores about 900 to 1100, exact", GH, 0},
     {"alibi", 256, 1, 0, INPUTS_FAR_KEY, "ALiBi, H = 8: rows 128.. point at key 0 (score 300)", 8, 1},
 };
 
@@ -78,8 +78,8 @@ static const long TILES[] = {16, 32, 64, 128};
 
 /* The huge set: q = 4 + {-1, 0, 1}, k = 31 + {-1, 0, 1} per element, so q . k is an integer near
  * 64 * 4 * 31 = 7936 (every partial sum below 2^24: exact in float32 in any order) and s = q . k / 8 is
- * exact too, 900 to 1055: each e^s overflows float64 (past 709.78), each s - m is exact. About 7 keys of
- * a row share its softmax (scores differ by multiples of 1/8, a few units apart). V as the other sets. */
+ * exact too (908.4 to 1091.4 at the default --seed 0): each e^s overflows float64 (past 709.78), each s - m is exact.
+ * A row's softmax is spread over about 4 keys (the median of 1 / sum p^2 there). V as the other sets. */
 static void huge_inputs(float *q, float *k, float *v, long bh, long N, long D, uint64_t seed)
 {
     const size_t n = (size_t)bh * N * D;
@@ -150,9 +150,9 @@ int grade_assignment(const char *dir, unsigned long long seed, int print)
     fprintf(f, "\nPrecision: float32 throughout (s, m, l, o and the output), as a GPU kernel keeps its softmax\n"
                "state. NumPy leaves float32 silently as soon as a float64 value enters: 1/np.sqrt(D) is a float64\n"
                "scalar, and in NumPy 2 a float32 array times a float64 scalar is float64; np.full(..., -np.inf) and\n"
-               "np.zeros(...) without a dtype are float64 arrays. Then every score, e^s, l and o is float64, and\n"
-               "e^s overflows only past s = 709.78 instead of 88.72. To stay in float32:\n"
-               "  scale = np.float32(1 / np.sqrt(D))                      # or D ** -0.5 (a Python float stays weak)\n"
+               "np.zeros(...) without a dtype are float64 arrays. Then s (from the scale on), e^s, l and o are\n"
+               "float64, and e^s overflows only past s = 709.78 instead of 88.72. To stay in float32:\n"
+               "  scale = np.float32(1 / np.sqrt(D))                      # or D ** -0.5: a Python float does not promote\n"
                "  m = np.full((B, H, BR, 1), -np.inf, dtype=np.float32)    # every array you make: dtype=np.float32\n"
                "  l = np.zeros((B, H, BR, 1), dtype=np.float32)\n"
                "  o = np.zeros_like(q[:, :, :BR])                          # (zeros_like keeps q's float32)\n"
@@ -386,8 +386,8 @@ static int no_division_match(const Graded *g, const Set *t, double *lmax)
 
 /* Low-precision arithmetic: errors of the size that the same tiled forward makes with s, p, l and o
  * stored in fp16 (breaks.c's fp16 path) on these inputs: max abs and rel L2 each within 8x of it (fp16's
- * unit roundoff is 2^-11, float32's 2^-24: 8192x apart, so 8x either way cannot be float32's), or below
- * it with every output an fp16 value (the result stored in fp16 only). *e16 gets the fp16 run's errors. */
+ * unit roundoff is 2^-11, float32's 2^-24: 8192x apart, so 8x either way cannot be float32's). *e16 gets
+ * the fp16 run's errors; *all_fp16 says whether every output is an fp16 value (stored in fp16 at the end). */
 static int fp16_like(const Graded *g, const Set *t, Err *e16, int *all_fp16)
 {
     float *o = xmalloc(g->n * 4, "fp16 candidate");
@@ -399,7 +399,7 @@ static int fp16_like(const Graded *g, const Set *t, Err *e16, int *all_fp16)
     for (size_t i = 0; i < g->n && *all_fp16; i++) *all_fp16 = f16_to_f32(f32_to_f16(g->out[i])) == g->out[i];
     const Err *e = &g->e;
     return e->n_nonfinite == 0 && e16->n_nonfinite == 0 && e->max_abs <= 8 * e16->max_abs &&
-           e->rel_l2 <= 8 * e16->rel_l2 && ((e->max_abs >= e16->max_abs / 8 && e->rel_l2 >= e16->rel_l2 / 8) || *all_fp16);
+           e->rel_l2 <= 8 * e16->rel_l2 && e->max_abs >= e16->max_abs / 8 && e->rel_l2 >= e16->rel_l2 / 8;
 }
 
 // --- the diagnosis --------------------------------------------------------------------
@@ -413,7 +413,7 @@ static const char *diagnosis(Graded *g, char *why, size_t nw)
     if (nonfinite(large) || nonfinite(huge)) {
         c = "running-max subtraction missing (exp overflow)"; // e^s past 88.72 (float32), 709.78 (float64): inf, inf/inf = NaN
         if (nonfinite(huge) && large->present && !nonfinite(large))
-            snprintf(why, nw, ": out_huge.npy (scores 900 to 1055) is inf/NaN, out_large.npy (scores up to about 110) "
+            snprintf(why, nw, ": out_huge.npy (scores about 900 to 1100) is inf/NaN, out_large.npy (scores up to about 110) "
                      "is not: e^s overflows float64 only past s = 709.78 (float32 past 88.72), so this run computed in "
                      "float64; the running max m keeps every exponent s - m <= 0 in either");
         else if (nonfinite(large))
@@ -438,33 +438,29 @@ static const char *diagnosis(Graded *g, char *why, size_t nw)
         if (wrong(&g[s]) && ragged) ragged_bad++;
     }
     if (ragged_bad && others_ok) {
-        char part[NSETS][128];
-        long zero_total = 0, zero_from = 0;
-        int np = 0;
-        for (int s = 0; s < NSETS && all_match; s++) {
+        int w = snprintf(why, nw, ": the wrong outputs equal attention over the whole tiles only (");
+        long zero_rows = 0;
+        for (int s = 0, np = 0; s < NSETS && all_match; s++) {
             if (!wrong(&g[s])) continue;
             long Nk = -1, zero = 0;
             for (size_t b = 0; b < NTILES && Nk < 0; b++) { /* BC = 16 .. 128: the keys such a loop keeps */
                 const long cand = SETS[s].N / TILES[b] * TILES[b];
                 if (cand != SETS[s].N && cand > 0 && dropped_tile_match(&g[s], &SETS[s], cand, &zero)) Nk = cand;
             }
-            if (Nk < 0) all_match = 0;
-            else {
-                snprintf(part[np++], sizeof part[0], "out_%s.npy keys 0..%ld of %ld", SETS[s].name, Nk - 1, SETS[s].N);
-                if (zero) { zero_total += zero; zero_from = Nk; }
-            }
+            all_match = Nk > 0;
+            if (all_match && w < (int)nw)
+                w += snprintf(why + w, nw - (size_t)w, "%sout_%s.npy keys 0..%ld of %ld%s%.0ld%s", np++ ? "; " : "",
+                              SETS[s].name, Nk - 1, SETS[s].N, zero ? ", rows from " : "", zero ? Nk : 0L,
+                              zero ? " left 0" : "");
+            zero_rows += zero;
         }
         if (all_match) {
-            int w = snprintf(why, nw, ": the wrong outputs equal attention over the whole tiles only (");
-            for (int i = 0; i < np; i++) w += snprintf(why + w, nw - (size_t)w, "%s%s", i ? "; " : "", part[i]);
-            snprintf(why + w, nw - (size_t)w, "): the K/V loop stops at (N // BC) * BC; run it to N and give the last "
-                     "tile N - j0 keys%s", zero_total ? ". Rows from the last partial row tile were left 0 (from row " : "");
-            if (zero_total) {
-                const size_t l = strlen(why);
-                snprintf(why + l, nw - l, "%ld): that tile is dropped too", zero_from);
-            }
+            if (w < (int)nw)
+                snprintf(why + w, nw - (size_t)w, "): the K/V loop stops at (N // BC) * BC; run it to N and give the last "
+                         "tile N - j0 keys%s", zero_rows ? " (the rows left 0: the row loop stops at (N // BR) * BR too)" : "");
             return "the last partial K/V tile dropped (N not a multiple of BC)";
         }
+        why[0] = '\0';
     }
     if (wrong(multi) && multi->e.n_nonfinite == 0) {
         float *o = xmalloc(multi->n * 4, "candidate");
@@ -616,7 +612,7 @@ int grade_dir(const char *dir, int print, GradeReport *rep)
  * in float, each rounded to fp16 once, as NumPy's float16 matmul and sum do). It shares no
  * code with breaks.c, step 06's mask or the reference on purpose: the grader must recognise the mistake
  * in code that is not its own candidates'. */
-enum { ST_RIGHT, ST_NO_MAX, ST_DROP_LAST, ST_NO_SCALE, ST_NO_DIV };
+enum { ST_RIGHT, ST_NO_MAX, ST_DROP_LAST, ST_DROP_LAST_ROWS, ST_NO_SCALE, ST_NO_DIV };
 
 static double in_bits(double x, int bits)
 {
@@ -628,7 +624,8 @@ static void student_forward(const float *q, const float *k, const float *v, cons
 {
     enum { T = GTILE };
     const double scale = bug == ST_NO_SCALE ? 1.0 : in_bits(1.0 / sqrt((double)D), bits);
-    const long kv_stop = bug == ST_DROP_LAST ? N / T * T : N;     // the bug: range(0, (N // BC) * BC, BC)
+    const long kv_stop = bug == ST_DROP_LAST || bug == ST_DROP_LAST_ROWS ? N / T * T : N; // the bug: range(0, (N // BC) * BC, BC)
+    const long q_stop = bug == ST_DROP_LAST_ROWS ? N / T * T : N;   // ... and for the rows too (they stay 0)
     const int sb = bits == 16 ? 32 : bits; /* sums (rowsum(p), p V) as NumPy's float16 matmul and sum do them: in
                                               float, rounded to fp16 once; every other operation in fp16. q . k is
                                               a float32 sum at every precision: NumPy multiplies the float32 arrays
@@ -636,7 +633,7 @@ static void student_forward(const float *q, const float *k, const float *v, cons
     double *o = xmalloc((size_t)T * D * sizeof(double), "student o"), m[T], l[T], p[T];
     for (long h = 0; h < bh; h++) {
         const float *qh = q + (size_t)h * N * D, *kh = k + (size_t)h * N * D, *vh = v + (size_t)h * N * D;
-        for (long i0 = 0; i0 < N; i0 += T) {
+        for (long i0 = 0; i0 < q_stop; i0 += T) {
             const long br = N - i0 < T ? N - i0 : T;
             const long jend = causal && i0 + br < kv_stop ? i0 + br : kv_stop; // causal: no tile above the diagonal
             for (long r = 0; r < br; r++) {
@@ -716,6 +713,7 @@ static void write_outputs(const char *dir, const Writer *w)
         path_of(path, sizeof path, dir, "out", t->name);
         if (w->as == AS_STUDENT) {
             double *o64 = xmalloc(n * sizeof(double), "student O");
+            for (size_t i = 0; i < n; i++) o64[i] = 0; /* out = np.zeros(...): rows never written stay 0 */
             student_forward(q, k, v, t->alibi ? slope : NULL, o64, GB * t->H, t->N, GD, t->causal, w->bug, w->bits);
             for (size_t i = 0; i < n; i++) o[i] = (float)o64[i]; /* o.astype(np.float32) */
             rc = w->f64_file ? npy_save_f64(path, o64, shape, 4) : npy_save(path, o, shape, 4, DT_FP32);
@@ -786,8 +784,8 @@ void grade_checks(void)
         {{AS_STUDENT, ST_NO_MAX, 64, 0}, "student-float64-no-max", NO_MAX, "computed in float64", 0},
         {{AS_STUDENT, ST_DROP_LAST, 32, 0}, "student-float32-drop-last-tile",
          "the last partial K/V tile dropped (N not a multiple of BC)", "keys 0..191 of 200", 0},
-        {{AS_STUDENT, ST_DROP_LAST, 64, 0}, "student-float64-drop-last-tile",
-         "the last partial K/V tile dropped (N not a multiple of BC)", "keys 0..255 of 300", 0},
+        {{AS_STUDENT, ST_DROP_LAST_ROWS, 64, 0}, "student-float64-drop-last-tiles-rows-too",
+         "the last partial K/V tile dropped (N not a multiple of BC)", "keys 0..255 of 300, rows from 256 left 0", 0},
         {{AS_STUDENT, ST_NO_SCALE, 32, 0}, "student-no-scale", "scale 1/sqrt(D) missing", NULL, 0},
         {{AS_STUDENT, ST_NO_DIV, 32, 0}, "student-no-division", "final division by l missing", NULL, 0},
         {{AS_STUDENT, ST_RIGHT, 16, 0}, "student-fp16", "low-precision (fp16) arithmetic", NULL, 0},
@@ -802,12 +800,15 @@ void grade_checks(void)
         const int ok = (want ? rc == 1 && r.cause && !strcmp(r.cause, want) : rc == 0 && !r.cause) &&
                        (!cases[c].why_has || strstr(r.why, cases[c].why_has)) && r.f64_run == cases[c].f64_run &&
                        r.f64_files == (cases[c].w.f64_file ? NSETS : 0);
+        char extra[256] = "";
+        const char *has = cases[c].why_has;
+        int w = has ? snprintf(extra, sizeof extra, ", explanation %s \"%s\"", strstr(r.why, has) ? "says" : "lacks", has) : 0;
+        if ((cases[c].w.as == AS_STUDENT || r.f64_run || r.f64_files) && w < (int)sizeof extra) /* the notes */
+            snprintf(extra + w, sizeof extra - (size_t)w, "; float64-run note %s (expected %s), %d float64 files",
+                     r.f64_run ? "given" : "not given", cases[c].f64_run ? "given" : "not given", r.f64_files);
         report(ok, NULL, name, "outputs written as a student with this %s would: graded %s, diagnosis \"%s\" (expected "
-               "\"%s\")%s%s%s%s; float64-run note %s (expected %s), %d float64 files", cases[c].w.as == AS_STUDENT ? "code" : "break",
-               rc ? "wrong" : "right", r.cause ? r.cause : "(none)", want ? want : "(none)",
-               cases[c].why_has ? ", explanation " : "", cases[c].why_has ? (strstr(r.why, cases[c].why_has) ? "says \"" : "lacks \"") : "",
-               cases[c].why_has ? cases[c].why_has : "", cases[c].why_has ? "\"" : "", r.f64_run ? "given" : "not given",
-               cases[c].f64_run ? "given" : "not given", r.f64_files);
+               "\"%s\")%s", cases[c].w.as == AS_STUDENT ? "code" : "break", rc ? "wrong" : "right", r.cause ? r.cause : "(none)",
+               want ? want : "(none)", extra);
     }
     /* one output missing: the other sets are graded, exit 1, MISSING said */
     static const Writer right32 = {AS_STUDENT, ST_RIGHT, 32, 0};

@@ -13,7 +13,8 @@ int grade_assignment(const char *dir, unsigned long long seed, int print);
 
 /* What grade_dir found. cause: the diagnosis, NULL if every graded set is right; why: its explanation
  * (a static buffer); missing: sets whose files are not there (not graded); f64_files: outputs that were
- * float64 .npy; f64_run: every right output is the float nearest the float64 result (a float64 run). */
+ * float64 .npy; f64_run: a set graded right has every output the float nearest the float64 result (a
+ * float64 run: float32 arithmetic leaves most outputs an ulp or more away). */
 typedef struct {
     const char *cause, *why;
     int missing, f64_files, f64_run;
