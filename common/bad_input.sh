@@ -118,22 +118,33 @@ bad step06 "generate: empty prompt" --generate --load "$tmp/good.bin" --prompt "
 bad step06 "generate: tokens 0"   --generate --load "$tmp/good.bin" --tokens 0
 bad step06 "generate: temperature -1" --generate --load "$tmp/good.bin" --temperature -1
 bad step06 "generate with --seq"  --generate --load "$tmp/good.bin" --seq 64
-if [ -x ./step07 ]; then   # a graded assignment with one output truncated, one of the wrong shape, one missing
+if [ -x ./step07 ]; then   # a graded assignment with one output truncated, one of the wrong shape, one int32, one missing
     ./step07 --assignment "$tmp/a" >/dev/null 2>&1
-    for s in multi one_tile negative causal large; do cp "$tmp/a/q_$s.npy" "$tmp/a/out_$s.npy"; done
+    for s in multi one_tile negative causal large huge alibi; do cp "$tmp/a/q_$s.npy" "$tmp/a/out_$s.npy"; done
     head -c 1000 "$tmp/a/q_multi.npy" >"$tmp/a/out_multi.npy"
     mkdir -p "$tmp/b" && cp "$tmp/a"/*.npy "$tmp/b/" && cp "$tmp/a/q_one_tile.npy" "$tmp/b/out_multi.npy"
     mkdir -p "$tmp/c" && cp "$tmp/b"/*.npy "$tmp/c/" && cp "$tmp/a/q_multi.npy" "$tmp/c/out_multi.npy" && rm "$tmp/c/out_large.npy"
+    mkdir -p "$tmp/d" && cp "$tmp/c"/*.npy "$tmp/d/" && mknpy "$tmp/d/out_multi.npy" '<i4' '(1, 2, 256, 64)' 131072
 fi
 bad step07 "grade: output truncated" --grade "$tmp/a"
 bad step07 "grade: output wrong shape" --grade "$tmp/b"
-bad step07 "grade: output missing" --grade "$tmp/c"
+bad step07 "grade: output int32"     --grade "$tmp/d"
 bad step07 "grade: no such dir"   --grade "$tmp/none"
 bad step07 "assignment: unwritable" --assignment /proc/step07-assignment
+bad step07 "assignment: a file in the path" --assignment "$tmp/junk.npy/a"
 bad step07 "out without inputs"   --out "$tmp/o.npy"
 bad step07 "alibi without inputs" --alibi
 bad step07 "bad break"          --break everything
 bad step07 "score-scale nan"    --score-scale nan
+# A missing output is not a usage error either: the other sets are graded, the missing one is named, exit 1.
+if [ -x ./step07 ]; then
+    n=$((n + 1))
+    ./step07 --grade "$tmp/c" >"$tmp/out" 2>"$tmp/err"
+    rc=$? graded=$(grep -c '^  \(PASS\|FAIL\) ' "$tmp/out")
+    if [ "$rc" -eq 1 ] && [ ! -s "$tmp/err" ] && grep -q '^  MISSING large ' "$tmp/out" && [ "$graded" -eq 6 ]; then
+        echo "PASS grade/step07 output missing: exit 1, $(grep '^missing:' "$tmp/out"), the other $graded sets graded"
+    else echo "FAIL grade/step07 output missing: expected exit 1, a MISSING line for large, 6 sets graded and nothing on stderr; got exit $rc, $graded graded, stderr: $(head -c 300 "$tmp/err")"; fi
+fi
 # Out of memory is not a usage error: exit 1, one line with the bytes asked for.
 expect 1 out-of-memory step01 "Q over the host's memory" --seq 1048576 --batch 64 --heads 64 --dim 64 --device cpu
 # ... and the limit it names is the limit, not the bytes asked for again (one buffer once served both)
