@@ -518,7 +518,7 @@ static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *la
         int want = !n_only;
         for (int y = 0; y < n_only; y++) want |= only_ids[y] == k->id;
         if (!want || !opts_kernel(o, k->id) || !kernel_takes(k, o->dtype, 128)) continue;
-        if (k->id == 1 && cache_bytes(&p) > 128e6) continue;
+        if (k->id == 1 && cache_bytes(&p) > 64e6) continue;
         run[nr++] = k;
     }
     double us[16];
