@@ -497,7 +497,7 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
 // --- --bench ---------------------------------------------------------------------------------------
 
 /* One row of a table: the kernels of ks that take the shape, timed on it (kernel 1 only while the cache is
- * at most 128 MB: it reads the cache once per query row, one thread each), printed as us and GB/s. */
+ * at most 64 MB: it reads the cache once per query row, one thread each), printed as us and GB/s. */
 static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *label, long B, long Hq, long Hkv, long L,
                       long n, long page, const int *only_ids, int n_only, double bw)
 {
