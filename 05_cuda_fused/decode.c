@@ -296,10 +296,13 @@ static int dec_run(const DecodeKernel *k, DProb *p, void *ws, float *out)
     return 0;
 }
 
+/* A kernel's workspace, zeroed once (the kernels that count their splits leave the counts at zero). */
 static void *ws_alloc(const DecodeKernel *k, const DProb *p)
 {
     const size_t bytes = k->workspace ? k->workspace(&p->a) : 0;
-    return bytes ? dmalloc(bytes, "decode workspace") : NULL;
+    void *ws = bytes ? dmalloc(bytes, "decode workspace") : NULL;
+    if (ws) dzero(ws, bytes);
+    return ws;
 }
 
 // --- --check -------------------------------------------------------------------------------------

@@ -45,17 +45,21 @@
 #include "tc.cuh"
 
 constexpr int DEC_BC = 64;        // keys per K/V tile
-#ifndef DEC_NST_SET /* EXPERIMENT */
-constexpr int DEC_NST = 3;        // cp.async stages
-#else
-constexpr int DEC_NST = DEC_NST_SET;
-#endif
 constexpr int DEC_WARPS = 4;
 constexpr int DEC_ROWS = 64;      // query rows per block: 4 warps x 16
 
-template <int D> struct DecSmem {
+template <bool SPLIT, bool GROUPED, bool PAGED> struct DecodeFlags {
+    static constexpr bool split = SPLIT, grouped = GROUPED, paged = PAGED;
+    /* cp.async stages: kernel 2 keeps the forward's habit of a tile or two ahead with two blocks an SM (3
+     * stages). A split block streams one long run of tiles alone on its SM (at D = 128, 4 stages take
+     * 139 KB: one block an SM), three tiles in flight while it computes on the fourth: measured on the H100
+     * at the benchmark's large caches, 88-95% of the read bandwidth against 81-94% with 3 stages. */
+    static constexpr int nst = SPLIT ? 4 : 3;
+};
+
+template <int D, int NST> struct DecSmem {
     static constexpr int LD = D + 8;  // 16-byte pad per row: ldmatrix without bank conflicts (kernel 4's)
-    static constexpr size_t bytes = (size_t)DEC_NST * 2 * DEC_BC * LD * 2; // K and V, NST stages, 16-bit
+    static constexpr size_t bytes = (size_t)NST * 2 * DEC_BC * LD * 2; // K and V, NST stages, 16-bit
 };
 
 /* What one launch needs, by value. The partial states of the split (SPLIT, S > 1) go to ws_m, ws_l
@@ -72,6 +76,8 @@ template <typename T> struct DecParams {
     int rows;                      // query rows per (sequence, grid head): g n
     int S, chunk_tiles;            // splits of the keys, tiles per split
     float scale_log2;
+    int *counter;                  // fused merge: [B heads rchunks] splits done, left at 0 (zeroed with ws)
+    int fused;                     // EXPERIMENT
     int exp_nocompute; /* EXPERIMENT */
 };
 
@@ -88,13 +94,28 @@ __device__ __forceinline__ void dec_row(const DecParams<T> &p, long h, int gr, l
     else { *hq = h; *i = gr; }
 }
 
-/* One K/V tile (keys key0 .. key0 + 63 of sequence b, KV head hkv) into shared memory [64][LD] by
- * cp.async; keys past len are zero-filled (the mask hides them). PAGED: key -> page table[b][key / P],
- * row key % P of that page: one more load per 16 bytes, from a table that stays in L1. */
-template <int D, bool PAGED, typename T>
-__device__ __forceinline__ void dec_load_tile(T *ks, T *vs, const DecParams<T> &p, long b, long hkv, long key0, int len)
+/* PAGED: the pages of tile `tile`'s four 16-key quarters (a page holds 16 keys or more, so a quarter is in
+ * one page), read from the block table one tile before they are needed: the loads' latency is then under
+ * a tile's work instead of in front of its copies (where it cost 5 to 9% with one block an SM). */
+template <typename T>
+__device__ __forceinline__ void dec_tile_pages(const DecParams<T> &p, long b, long tile, int len, int (&ent)[4])
 {
-    constexpr int LD = DecSmem<D>::LD, CH = DEC_BC * D / 8;
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const long key = tile * DEC_BC + 16 * q;
+        ent[q] = key < len ? p.table[b * p.max_pages + (key >> p.page_shift)] : 0;
+    }
+}
+
+/* One K/V tile (keys key0 .. key0 + 63 of sequence b, KV head hkv) into shared memory [64][LD] by
+ * cp.async, each thread every 128th 16-byte chunk (consecutive threads, consecutive chunks of a row: one
+ * warp copies 512 contiguous bytes an instruction); keys past len are zero-filled (the mask hides them).
+ * PAGED: key -> row key % P of page ent[quarter of key], from dec_tile_pages. */
+template <int D, bool PAGED, typename T>
+__device__ __forceinline__ void dec_load_tile(T *ks, T *vs, const DecParams<T> &p, long b, long hkv, long key0, int len,
+                                              const int (&ent)[4])
+{
+    constexpr int LD = D + 8, CH = DEC_BC * D / 8;
     const long base = (b * p.Hkv + hkv) * p.max_len * D; // contiguous: sequence b, head hkv
     for (int c = threadIdx.x; c < CH; c += DEC_WARPS * 32) {
         const int r = c / (D / 8), col = (c % (D / 8)) * 8;
@@ -103,11 +124,10 @@ __device__ __forceinline__ void dec_load_tile(T *ks, T *vs, const DecParams<T> &
         long off = 0;
         if (in) {
             if (PAGED) {
-                const long page = p.table[b * p.max_pages + (key >> p.page_shift)];
-                off = ((page * p.Hkv + hkv) << p.page_shift | (key & ((1L << p.page_shift) - 1))) * D + col;
-            } else {
-                off = base + key * D + col;
+                const int q = r / 16, page = q == 0 ? ent[0] : q == 1 ? ent[1] : q == 2 ? ent[2] : ent[3]; // (no local array)
+                off = (((long)page * p.Hkv + hkv) << p.page_shift | (key & ((1L << p.page_shift) - 1))) * D + col;
             }
+            else off = base + key * D + col;
         }
         cp_async16(ks + r * LD + col, p.k + off, in ? 16 : 0);
         cp_async16(vs + r * LD + col, p.v + off, in ? 16 : 0);
@@ -121,7 +141,7 @@ __device__ __forceinline__ void dec_warp16(const uint32_t (&qa)[D / 16][4], cons
                                            const long (&last)[2], bool need_mask, float scale_log2,
                                            float (&o)[D / 8][4], float (&m)[2], float (&l)[2])
 {
-    constexpr int LD = DecSmem<D>::LD;
+    constexpr int LD = D + 8;
     const int lane = threadIdx.x % 32, t = lane % 4;
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
@@ -177,15 +197,11 @@ __device__ __forceinline__ void dec_warp16(const uint32_t (&qa)[D / 16][4], cons
     }
 }
 
-template <bool SPLIT, bool GROUPED, bool PAGED> struct DecodeFlags {
-    static constexpr bool split = SPLIT, grouped = GROUPED, paged = PAGED;
-};
-
 template <int D, typename T, class F>
 __global__ void __launch_bounds__(DEC_WARPS * 32)
 decode_kernel(const DecParams<T> p)
 {
-    constexpr int LD = DecSmem<D>::LD;
+    constexpr int LD = DecSmem<D, F::nst>::LD, DEC_NST = F::nst;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *k_buf = reinterpret_cast<T *>(smem_raw);                  // [NST][BC][LD]
     T *v_buf = k_buf + DEC_NST * DEC_BC * LD;                    // [NST][BC][LD]
@@ -242,17 +258,24 @@ decode_kernel(const DecParams<T> p)
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
     /* The K/V tiles t0 .. t1 - 1 through NST stages: tile it + NST - 1 is copied while tile it is used. */
+    int ent[4] = {0, 0, 0, 0};                                   // PAGED: the pages of the next tile to copy
 #pragma unroll
     for (int st = 0; st < DEC_NST - 1; st++) {
-        if (t0 + st < t1)
-            dec_load_tile<D, F::paged>(k_buf + st * DEC_BC * LD, v_buf + st * DEC_BC * LD, p, b, hkv, (long)(t0 + st) * DEC_BC, len);
+        if (t0 + st < t1) {
+            if (F::paged) dec_tile_pages(p, b, t0 + st, len, ent);
+            dec_load_tile<D, F::paged>(k_buf + st * DEC_BC * LD, v_buf + st * DEC_BC * LD, p, b, hkv, (long)(t0 + st) * DEC_BC,
+                                       len, ent);
+        }
         cp_async_commit();
     }
+    if (F::paged && t0 + DEC_NST - 1 < t1) dec_tile_pages(p, b, t0 + DEC_NST - 1, len, ent);
     for (int it = 0; it < t1 - t0; it++) {
         const int nxt = it + DEC_NST - 1;
-        if (t0 + nxt < t1)
+        if (t0 + nxt < t1) {
             dec_load_tile<D, F::paged>(k_buf + (nxt % DEC_NST) * DEC_BC * LD, v_buf + (nxt % DEC_NST) * DEC_BC * LD, p, b,
-                                       hkv, (long)(t0 + nxt) * DEC_BC, len);
+                                       hkv, (long)(t0 + nxt) * DEC_BC, len, ent);
+            if (F::paged && t0 + nxt + 1 < t1) dec_tile_pages(p, b, t0 + nxt + 1, len, ent); // used next iteration
+        }
         cp_async_commit();                                       // (empty near the end: the count stays uniform)
         cp_async_wait<DEC_NST - 1>();                            // tile it has landed ...
         __syncthreads();                                         // ... for every thread
@@ -331,6 +354,36 @@ decode_kernel(const DecParams<T> p)
             if (d == 0) { p.ws_m[row * p.S + s] = M; p.ws_l[row * p.S + s] = L; }
         }
     }
+    if (p.S == 1 || !p.fused) return;
+    /* EXPERIMENT fused merge: the last split to finish merges */
+    __shared__ int am_last;
+    __threadfence();
+    __syncthreads();
+    const int Sb = (tiles + p.chunk_tiles - 1) / p.chunk_tiles;
+    if (threadIdx.x == 0) {
+        int *cnt = p.counter + ((long)blockIdx.x * gridDim.z + rc);
+        am_last = atomicAdd(cnt, 1) == Sb - 1;
+        if (am_last) *cnt = 0;
+    }
+    __syncthreads();
+    if (!am_last) return;
+    __threadfence();
+    for (int x = threadIdx.x; x < rows_here * D; x += DEC_WARPS * 32) {
+        const int gr = rc * DEC_ROWS + x / D, d = x % D;
+        if (gr >= p.rows) continue;
+        long hq, i;
+        dec_row<F::grouped>(p, h, gr, &hq, &i);
+        const long row = (b * p.Hq + hq) * p.n + i;
+        float M = -INFINITY;
+        for (int q = 0; q < Sb; q++) M = fmaxf(M, __ldcg(p.ws_m + row * p.S + q));
+        float L = 0.0f, O = 0.0f;
+        for (int q = 0; q < Sb; q++) {
+            const float wt = ex2(__ldcg(p.ws_m + row * p.S + q) - M);
+            L += wt * __ldcg(p.ws_l + row * p.S + q);
+            O += wt * __ldcg(p.ws_o + (row * p.S + q) * D + d);
+        }
+        p.o[row * D + d] = dec_from_float<T>(L > 0.0f ? O / L : 0.0f);
+    }
 }
 
 /* The merge of the S splits' states of each row (grid: B Hq n rows, D threads): the closed form of step
@@ -393,7 +446,7 @@ static DecGrid dec_grid(const DecodeArgs *a)
          * most 4 (the registers of 4 x 128 threads at about 128 each) */
         int sms, smem_sm;
         dec_device(&sms, &smem_sm);
-        long per_sm = (long)smem_sm / (long)(DecSmem<D>::bytes + 1024);
+        long per_sm = (long)smem_sm / (long)(DecSmem<D, F::nst>::bytes + 1024);
         per_sm = per_sm < 1 ? 1 : per_sm > 4 ? 4 : per_sm;
         const long base = a->B * gr.heads * gr.rchunks, want = (long)sms * per_sm;
         const char *ex = getenv("DEC_EXP"); /* EXPERIMENT */
@@ -411,7 +464,8 @@ template <int D, typename T, class F>
 static size_t dec_ws_dt(const DecodeArgs *a)
 {
     const DecGrid gr = dec_grid<D, T, F>(a);
-    return gr.S > 1 ? (size_t)a->B * a->Hq * a->n * gr.S * (D + 2) * sizeof(float) : 0;
+    return gr.S > 1 ? (size_t)a->B * a->Hq * a->n * gr.S * (D + 2) * sizeof(float) +
+                      (size_t)a->B * gr.heads * gr.rchunks * sizeof(int) : 0;
 }
 
 template <int D, typename T, class F>
@@ -419,7 +473,7 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
 {
     static int opted = 0;                                        /* once per instantiation, not per launch */
     if (!opted) {
-        if (smem_opt_in(decode_kernel<D, T, F>, DecSmem<D>::bytes, "decode kernel", id, D)) return -1;
+        if (smem_opt_in(decode_kernel<D, T, F>, DecSmem<D, F::nst>::bytes, "decode kernel", id, D)) return -1;
         opted = 1;
     }
     const DecGrid gr = dec_grid<D, T, F>(a);
@@ -429,6 +483,8 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
     p.len = a->len; p.table = a->table;
     const size_t rows_total = (size_t)a->B * a->Hq * a->n;
     p.ws_m = (float *)ws; p.ws_l = p.ws_m + rows_total * gr.S; p.ws_o = p.ws_l + rows_total * gr.S;
+    p.counter = (int *)(p.ws_o + rows_total * gr.S * D);
+    p.fused = getenv("DEC_EXP") && strstr(getenv("DEC_EXP"), "fused"); /* EXPERIMENT */
     p.Hq = a->Hq; p.Hkv = a->Hkv; p.n = a->n; p.max_len = a->max_len; p.max_pages = a->max_pages;
     p.page_shift = 0;
     while (F::paged && (1L << p.page_shift) < a->page) p.page_shift++;
@@ -436,9 +492,9 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
     p.scale_log2 = 1.4426950408889634f / sqrtf((float)D);       // log2(e) / sqrt(D)
     p.exp_nocompute = getenv("DEC_EXP") && strstr(getenv("DEC_EXP"), "nocompute"); /* EXPERIMENT */
     decode_kernel<D, T, F><<<dim3((unsigned)(a->B * gr.heads), (unsigned)gr.S, (unsigned)gr.rchunks), DEC_WARPS * 32,
-                             DecSmem<D>::bytes, s>>>(p);
+                             DecSmem<D, F::nst>::bytes, s>>>(p);
     CUDA_CHECK_LAST();
-    if (gr.S > 1) {
+    if (gr.S > 1 && !p.fused) {
         decode_merge<D, T><<<(unsigned)rows_total, D, 0, s>>>(p);
         CUDA_CHECK_LAST();
     }
