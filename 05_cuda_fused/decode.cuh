@@ -37,8 +37,6 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include "gpu.cuh"
 #include "kernels.h"
@@ -48,13 +46,11 @@ constexpr int DEC_BC = 64;        // keys per K/V tile
 constexpr int DEC_WARPS = 4;
 constexpr int DEC_ROWS = 64;      // query rows per block: 4 warps x 16
 
-template <bool SPLIT, bool GROUPED, bool PAGED> struct DecodeFlags {
+/* NST: the cp.async stages, NST - 1 tiles in flight while one is used. 3 stages take 104 KB at D = 128 (two
+ * blocks an SM), 4 take 139 KB (one). */
+template <bool SPLIT, bool GROUPED, bool PAGED, int NST> struct DecodeFlags {
     static constexpr bool split = SPLIT, grouped = GROUPED, paged = PAGED;
-    /* cp.async stages: kernel 2 keeps the forward's habit of a tile or two ahead with two blocks an SM (3
-     * stages). A split block streams one long run of tiles alone on its SM (at D = 128, 4 stages take
-     * 139 KB: one block an SM), three tiles in flight while it computes on the fourth: measured on the H100
-     * at the benchmark's large caches, 88-95% of the read bandwidth against 81-94% with 3 stages. */
-    static constexpr int nst = SPLIT ? 4 : 3;
+    static constexpr int nst = NST;
 };
 
 template <int D, int NST> struct DecSmem {
@@ -76,9 +72,6 @@ template <typename T> struct DecParams {
     int rows;                      // query rows per (sequence, grid head): g n
     int S, chunk_tiles;            // splits of the keys, tiles per split
     float scale_log2;
-    int *counter;                  // fused merge: [B heads rchunks] splits done, left at 0 (zeroed with ws)
-    int fused;                     // EXPERIMENT
-    int exp_nocompute; /* EXPERIMENT */
 };
 
 /* float -> T, rounded to nearest (the outputs' one rounding). */
@@ -280,7 +273,7 @@ decode_kernel(const DecParams<T> p)
         cp_async_wait<DEC_NST - 1>();                            // tile it has landed ...
         __syncthreads();                                         // ... for every thread
         const T *k_s = k_buf + (it % DEC_NST) * DEC_BC * LD, *v_s = v_buf + (it % DEC_NST) * DEC_BC * LD;
-        if (active && !p.exp_nocompute) {
+        if (active) {
             for (int kr = sl * slice_keys; kr < (sl + 1) * slice_keys; kr += 16) {
                 const long ka = (long)(t0 + it) * DEC_BC + kr;   // the 16 keys' absolute index
                 if (ka > lastmax) break;                         // every key from here on is masked for this warp
@@ -354,36 +347,6 @@ decode_kernel(const DecParams<T> p)
             if (d == 0) { p.ws_m[row * p.S + s] = M; p.ws_l[row * p.S + s] = L; }
         }
     }
-    if (p.S == 1 || !p.fused) return;
-    /* EXPERIMENT fused merge: the last split to finish merges */
-    __shared__ int am_last;
-    __threadfence();
-    __syncthreads();
-    const int Sb = (tiles + p.chunk_tiles - 1) / p.chunk_tiles;
-    if (threadIdx.x == 0) {
-        int *cnt = p.counter + ((long)blockIdx.x * gridDim.z + rc);
-        am_last = atomicAdd(cnt, 1) == Sb - 1;
-        if (am_last) *cnt = 0;
-    }
-    __syncthreads();
-    if (!am_last) return;
-    __threadfence();
-    for (int x = threadIdx.x; x < rows_here * D; x += DEC_WARPS * 32) {
-        const int gr = rc * DEC_ROWS + x / D, d = x % D;
-        if (gr >= p.rows) continue;
-        long hq, i;
-        dec_row<F::grouped>(p, h, gr, &hq, &i);
-        const long row = (b * p.Hq + hq) * p.n + i;
-        float M = -INFINITY;
-        for (int q = 0; q < Sb; q++) M = fmaxf(M, __ldcg(p.ws_m + row * p.S + q));
-        float L = 0.0f, O = 0.0f;
-        for (int q = 0; q < Sb; q++) {
-            const float wt = ex2(__ldcg(p.ws_m + row * p.S + q) - M);
-            L += wt * __ldcg(p.ws_l + row * p.S + q);
-            O += wt * __ldcg(p.ws_o + (row * p.S + q) * D + d);
-        }
-        p.o[row * D + d] = dec_from_float<T>(L > 0.0f ? O / L : 0.0f);
-    }
 }
 
 /* The merge of the S splits' states of each row (grid: B Hq n rows, D threads): the closed form of step
@@ -449,9 +412,7 @@ static DecGrid dec_grid(const DecodeArgs *a)
         long per_sm = (long)smem_sm / (long)(DecSmem<D, F::nst>::bytes + 1024);
         per_sm = per_sm < 1 ? 1 : per_sm > 4 ? 4 : per_sm;
         const long base = a->B * gr.heads * gr.rchunks, want = (long)sms * per_sm;
-        const char *ex = getenv("DEC_EXP"); /* EXPERIMENT */
-        const long waves = ex && strstr(ex, "waves2") ? 2 : 1;
-        long S = (want * waves) / base;             /* whole waves: a split more would start a wave mostly empty */
+        long S = want / base;                       /* whole waves: a split more would start a wave mostly empty */
         if (S > gr.tiles) S = gr.tiles;
         if (S < 1) S = 1;
         gr.chunk_tiles = (int)((gr.tiles + S - 1) / S);
@@ -464,8 +425,7 @@ template <int D, typename T, class F>
 static size_t dec_ws_dt(const DecodeArgs *a)
 {
     const DecGrid gr = dec_grid<D, T, F>(a);
-    return gr.S > 1 ? (size_t)a->B * a->Hq * a->n * gr.S * (D + 2) * sizeof(float) +
-                      (size_t)a->B * gr.heads * gr.rchunks * sizeof(int) : 0;
+    return gr.S > 1 ? (size_t)a->B * a->Hq * a->n * gr.S * (D + 2) * sizeof(float) : 0;
 }
 
 template <int D, typename T, class F>
@@ -483,18 +443,15 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
     p.len = a->len; p.table = a->table;
     const size_t rows_total = (size_t)a->B * a->Hq * a->n;
     p.ws_m = (float *)ws; p.ws_l = p.ws_m + rows_total * gr.S; p.ws_o = p.ws_l + rows_total * gr.S;
-    p.counter = (int *)(p.ws_o + rows_total * gr.S * D);
-    p.fused = getenv("DEC_EXP") && strstr(getenv("DEC_EXP"), "fused"); /* EXPERIMENT */
     p.Hq = a->Hq; p.Hkv = a->Hkv; p.n = a->n; p.max_len = a->max_len; p.max_pages = a->max_pages;
     p.page_shift = 0;
     while (F::paged && (1L << p.page_shift) < a->page) p.page_shift++;
     p.heads = gr.heads; p.g = gr.g; p.rows = gr.rows; p.S = gr.S; p.chunk_tiles = gr.chunk_tiles;
     p.scale_log2 = 1.4426950408889634f / sqrtf((float)D);       // log2(e) / sqrt(D)
-    p.exp_nocompute = getenv("DEC_EXP") && strstr(getenv("DEC_EXP"), "nocompute"); /* EXPERIMENT */
     decode_kernel<D, T, F><<<dim3((unsigned)(a->B * gr.heads), (unsigned)gr.S, (unsigned)gr.rchunks), DEC_WARPS * 32,
                              DecSmem<D, F::nst>::bytes, s>>>(p);
     CUDA_CHECK_LAST();
-    if (gr.S > 1 && !p.fused) {
+    if (gr.S > 1) {
         decode_merge<D, T><<<(unsigned)rows_total, D, 0, s>>>(p);
         CUDA_CHECK_LAST();
     }

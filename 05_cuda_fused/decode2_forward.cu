@@ -13,7 +13,7 @@
  */
 #include "decode.cuh"
 
-typedef DecodeFlags<false, false, false> Dec2;
+typedef DecodeFlags<false, false, false, 3> Dec2;
 
 static int dk2_launch(const DecodeArgs *a, void *ws, void *s) { return dec_launch<Dec2>(2, a, ws, s); }
 static void dk2_describe(const DecodeArgs *a, char *buf, size_t n) { dec_describe<Dec2>(a, buf, n); }

@@ -14,7 +14,7 @@
  */
 #include "decode.cuh"
 
-typedef DecodeFlags<true, false, false> Dec3;
+typedef DecodeFlags<true, false, false, 4> Dec3;
 
 static int dk3_launch(const DecodeArgs *a, void *ws, void *s) { return dec_launch<Dec3>(3, a, ws, s); }
 static size_t dk3_workspace(const DecodeArgs *a) { return dec_workspace<Dec3>(a); }

@@ -12,7 +12,7 @@
  */
 #include "decode.cuh"
 
-typedef DecodeFlags<true, true, false> Dec4;
+typedef DecodeFlags<true, true, false, 4> Dec4;
 
 static int dk4_launch(const DecodeArgs *a, void *ws, void *s) { return dec_launch<Dec4>(4, a, ws, s); }
 static size_t dk4_workspace(const DecodeArgs *a) { return dec_workspace<Dec4>(a); }

@@ -12,7 +12,7 @@
  */
 #include "decode.cuh"
 
-typedef DecodeFlags<true, true, true> Dec5;
+typedef DecodeFlags<true, true, true, 3> Dec5;
 
 static int dk5_launch(const DecodeArgs *a, void *ws, void *s) { return dec_launch<Dec5>(5, a, ws, s); }
 static size_t dk5_workspace(const DecodeArgs *a) { return dec_workspace<Dec5>(a); }
