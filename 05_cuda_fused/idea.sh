@@ -51,10 +51,12 @@ code_file() { header Code "$1" | sed -n 's/^\([A-Za-z0-9_]*\.cuh\) with .*/\1/p'
 # flags FILE: the template's flags as NAME=VALUE lines
 flags() { header Code "$1" | sed -n 's/^[A-Za-z0-9_]*\.cuh with //p' | tr ',' '\n' | sed 's/ //g'; }
 
-# code FILE NUMBER: the file with comments and string-free whitespace runs removed, one output
-# line per input line (so that line numbers stay the file's), names carrying NUMBER written with N
+# code FILE NUMBER [PART]: the file with comments removed, one output line per input line (so that
+# line numbers stay the file's), names carrying NUMBER written with N. PART: "kernel" (the default)
+# blanks the lines from the "// --- the launcher" banner on, "launcher" the lines before it, "all" none.
 code() {
-    awk '
+    awk -v part="${3:-kernel}" '
+    /^\/\/ --- the launcher/ { launcher = 1 }
     {
         out = ""; s = $0; i = 1; n = length(s); instr = 0
         while (i <= n) {
@@ -67,7 +69,9 @@ code() {
             if (c == "\"" || c == "\047") { instr = 1; q = c }
             out = out c; i++
         }
-        sub(/[ \t]+$/, "", out); print out
+        sub(/[ \t]+$/, "", out)
+        if ((part == "kernel" && launcher) || (part == "launcher" && !launcher)) out = ""
+        print out
     }' "$1" >"$tmp/code"
     case $2 in ''|*[!0-9]*) cat "$tmp/code"; return ;; esac
     sed -e 's/^/ /' -e 's/$/ /' \
@@ -77,24 +81,35 @@ code() {
         -e 's/^ //' -e 's/ $//' "$tmp/code"
 }
 
-# show_diff A B: the filtered unified diff of files A and B (their code, from code())
+# show_diff A B NA NB: the filtered unified diff of files A and B (their code, from code()),
+# the kernels only unless $all; then how many lines it adds and removes (and the launchers')
 show_diff() {
-    code "$1" "$3" >"$tmp/a"; code "$2" "$4" >"$tmp/b"
-    diff -b -B -U 3 "$tmp/a" "$tmp/b" >"$tmp/d"
+    part=kernel; [ -n "$all" ] && part=all
+    code "$1" "$3" "$part" >"$tmp/a"; code "$2" "$4" "$part" >"$tmp/b"
+    diff -b -B -U 1 "$tmp/a" "$tmp/b" >"$tmp/d"
     awk -v A="$(basename "$1")" -v B="$(basename "$2")" '
         NR <= 2 { next }
         /^@@/ { split($2, a, ","); split($3, b, ","); printf "@@ %s:%d %s:%d @@\n", A, -a[1], B, b[1]; next }
         /^[ +-][ \t]*$/ { next }
-        /^\+/ { add++ } /^-/ { del++ }
-        { print }
-        END { printf "(%d lines of code added, %d removed)\n", add, del }' "$tmp/d"
+        { print }' "$tmp/d"
+    counts=$(changed "$tmp/d") extra=
+    if [ -z "$all" ]; then
+        code "$1" "$3" launcher >"$tmp/a"; code "$2" "$4" launcher >"$tmp/b"
+        diff -b -B "$tmp/a" "$tmp/b" >"$tmp/d"
+        l=$(changed "$tmp/d")
+        [ "$l" = "0 0" ] || extra="; their launchers, left out here: +${l% *} -${l#* } (ALL=1 shows them)"
+    fi
+    echo "(${counts% *} lines of code added, ${counts#* } removed$extra)"
 }
+# changed DIFF: "ADDED REMOVED", the non-blank lines a diff adds and removes
+changed() { awk '/^(\+\+\+|---) / { next } /^[+>][ \t]*[^ \t]/ { a++ } /^[-<][ \t]*[^ \t]/ { d++ } END { print a + 0, d + 0 }' "$1"; }
 
 # flag_lines TEMPLATE FLAG...: the template lines that read one of the flags (outside a template
 # argument list), each with the block it opens, numbered as in the file
 flag_lines() {
     t=$1; shift
-    code "$t" "" | awk -v flags="$*" -v T="$(basename "$t")" '
+    part=kernel; [ -n "$all" ] && part=all
+    code "$t" "" "$part" | awk -v flags="$*" -v T="$(basename "$t")" '
         BEGIN { nf = split(flags, f, " ") }
         function opens(s,   o, c) { o = gsub(/\{/, "{", s); c = gsub(/\}/, "}", s); return o - c }
         depth > 0 { if ($0 ~ /[^ \t]/) printf "%s:%d: %s\n", T, NR, $0; depth += opens($0); next }
@@ -133,7 +148,7 @@ idea_of() {
         [ -n "$changed" ] || { echo "$(basename "$f"): same template $c as $p with the same flags" >&2; exit 2; }
         echo "both are the template $c: $(label "$pf") with $(tr '\n' ' ' <"$tmp/fp" | sed 's/ $//;s/ /, /g'), $(label "$f") with $(tr '\n' ' ' <"$tmp/fk" | sed 's/ $//;s/ /, /g')."
         echo "So the difference is (1) the two instantiations, then (2) the lines of $c that read ${changed% }"
-        echo "(code only: comments, blank lines and whitespace changes dropped; the kernel's number in names written N)"
+        echo "(code only: comments, blank lines and whitespace changes dropped; the kernel's number in names written N$scope2)"
         echo
         echo "(1) $p -> $(basename "$f")"
         show_diff "$pf" "$f" "$pn" "$n"
@@ -148,12 +163,14 @@ idea_of() {
         [ -n "$pc" ] && a=$dir/$pc
         [ -n "$c" ] && b=$dir/$c
         [ -n "$c$pc" ] && echo "the code: $(basename "$a")${pc:+ (what $p runs: ${pc} with $(flags "$pf" | tr '\n' ' ' | sed 's/ $//;s/ /, /g'))} against $(basename "$b")${c:+ (what $(basename "$f") runs: $c with $(flags "$f" | tr '\n' ' ' | sed 's/ $//;s/ /, /g'))}"
-        echo "(code only: comments, blank lines and whitespace changes dropped; the kernel's number in names written N)"
+        echo "(code only: comments, blank lines and whitespace changes dropped; the kernel's number in names written N$scope)"
         echo
         show_diff "$a" "$b" "$pn" "$n"
     fi
 }
 
+all= scope="; the kernels, not their launchers" scope2="; (2) the kernel, not the template's launcher"
+[ "$1" = "--all" ] && { all=1 scope= scope2=; shift; }
 if [ "$1" = "--check" ]; then
     # Every kernel from 2 on names an existing kernel it extends and its idea, and shows a
     # non-empty difference; a kernel that does not exist is a usage error.
@@ -166,7 +183,7 @@ if [ "$1" = "--check" ]; then
         # a template's flag must be read by some line of the template
         printf '%s\n' "$out" | grep -q '^(0 lines of .* depend on ' && lines=0
         if [ "$rc" -eq 0 ] && [ "$lines" -gt 0 ] && [ -n "$(idea "$f")" ]; then
-            echo "PASS idea/$k: $(printf '%s\n' "$out" | head -n 1), $(printf '%s\n' "$out" | grep -E '^\([0-9]+ lines of .*(removed|depend on .*)\)$' | tr '\n' ' ' | sed 's/ $//')"
+            echo "PASS idea/$k: $(printf '%s\n' "$out" | head -n 1), $(printf '%s\n' "$out" | grep -E '^\([0-9]+ lines of (code added, .*|.* depend on .*)\)$' | tr '\n' ' ' | sed 's/ $//')"
         else
             failed=1
             echo "FAIL idea/$k: expected a header line ' * Extends: FILE.cu; idea: ...' naming an existing kernel and a non-empty diff, got exit $rc, $lines changed lines: $(head -c 200 "$tmp/err")"

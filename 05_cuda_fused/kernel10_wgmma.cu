@@ -240,6 +240,8 @@ kernel10_wgmma(const T *__restrict__ Q,  // [B, H, N, D]
 #endif
 }
 
+// --- the launcher -------------------------------------------------------------------
+
 /* Whether this binary holds kernel 10's sm_90a code for this device: a
  * one-thread probe compiled the same way as the kernel. */
 __global__ void wgmma_probe(int *ok)
