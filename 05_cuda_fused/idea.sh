@@ -17,7 +17,7 @@
 #
 #     sh 05_cuda_fused/idea.sh 12        sh 05_cuda_fused/idea.sh B5
 #     sh 05_cuda_fused/idea.sh --check   every kernel's header line, for make check
-# Bad input: one line on stderr, exit 2. Needs diff with -B (GNU or BSD diff).
+# Bad input: one line on stderr, exit 2.
 dir=$(dirname "$0")
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -51,7 +51,7 @@ code_file() { header Code "$1" | sed -n 's/^\([A-Za-z0-9_]*\.cuh\) with .*/\1/p'
 # flags FILE: the template's flags as NAME=VALUE lines
 flags() { header Code "$1" | sed -n 's/^[A-Za-z0-9_]*\.cuh with //p' | tr ',' '\n' | sed 's/ //g'; }
 
-# code FILE NUMBER [PART]: the file with comments removed, one output line per input line (so that
+# code FILE NUMBER [PART]: the file with comments (and "(void)x;" lines) removed, one output line per input line (so that
 # line numbers stay the file's), names carrying NUMBER written with N. PART: "kernel" (the default)
 # blanks the lines from the "// --- the launcher" banner on, "launcher" the lines before it, "all" none.
 code() {
@@ -71,6 +71,7 @@ code() {
         }
         sub(/[ \t]+$/, "", out)
         if ((part == "kernel" && launcher) || (part == "launcher" && !launcher)) out = ""
+        if (out ~ /^[ \t]*\(void\)/) out = ""     # (void)x, ...: unused-argument silencers, not code that runs
         print out
     }' "$1" >"$tmp/code"
     case $2 in ''|*[!0-9]*) cat "$tmp/code"; return ;; esac
@@ -81,26 +82,40 @@ code() {
         -e 's/^ //' -e 's/ $//' "$tmp/code"
 }
 
-# show_diff A B NA NB: the filtered unified diff of files A and B (their code, from code()),
-# the kernels only unless $all; then how many lines it adds and removes (and the launchers')
+# show_diff A B NA NB: the unified diff of the code of files A and B (from code(), blank lines
+# dropped; each @@ line names where its hunk starts in each file), the kernels only unless $all;
+# then how many lines it adds and removes (and the launchers')
 show_diff() {
     part=kernel; [ -n "$all" ] && part=all
-    code "$1" "$3" "$part" >"$tmp/a"; code "$2" "$4" "$part" >"$tmp/b"
-    diff -b -B -U 1 "$tmp/a" "$tmp/b" >"$tmp/d"
-    awk -v A="$(basename "$1")" -v B="$(basename "$2")" '
+    code "$1" "$3" "$part" | compact "$tmp/a"; code "$2" "$4" "$part" | compact "$tmp/b"
+    diff -b -U 1 "$tmp/a" "$tmp/b" >"$tmp/d"
+    awk -v A="$(basename "$1")" -v B="$(basename "$2")" -v MA="$tmp/a.map" -v MB="$tmp/b.map" '
+        BEGIN { while ((getline l < MA) > 0) ma[++na] = l; while ((getline l < MB) > 0) mb[++nb] = l }
+        function at(m, n, start, len) { if (len == 0) start++; if (start > n) start = n; return start > 0 ? m[start] : 1 }
         NR <= 2 { next }
-        /^@@/ { split($2, a, ","); split($3, b, ","); printf "@@ %s:%d %s:%d @@\n", A, -a[1], B, b[1]; next }
-        /^[ +-][ \t]*$/ { next }
+        /^@@/ {
+            split(substr($2, 2), a, ","); split(substr($3, 2), b, ",")
+            if (!(2 in a)) a[2] = 1; if (!(2 in b)) b[2] = 1
+            printf "@@ %s:%d %s:%d @@\n", A, at(ma, na, a[1], a[2]), B, at(mb, nb, b[1], b[2]); delete a; delete b; next
+        }
         { print }' "$tmp/d"
     counts=$(changed "$tmp/d") extra=
     if [ -z "$all" ]; then
-        code "$1" "$3" launcher >"$tmp/a"; code "$2" "$4" launcher >"$tmp/b"
-        diff -b -B "$tmp/a" "$tmp/b" >"$tmp/d"
+        code "$1" "$3" launcher | compact "$tmp/a"; code "$2" "$4" launcher | compact "$tmp/b"
+        diff -b "$tmp/a" "$tmp/b" >"$tmp/d"
         l=$(changed "$tmp/d")
         [ "$l" = "0 0" ] || extra="; their launchers, left out here: +${l% *} -${l#* } (ALL=1 shows them)"
     fi
     echo "(${counts% *} lines of code added, ${counts#* } removed$extra)"
 }
+# inst_counts A B NA NB: "X lines added, Y removed", what the two instantiating files' code adds and removes
+inst_counts() {
+    code "$1" "$3" all | compact "$tmp/a"; code "$2" "$4" all | compact "$tmp/b"
+    diff -b "$tmp/a" "$tmp/b" >"$tmp/d"
+    l=$(changed "$tmp/d"); echo "${l% *} lines added, ${l#* } removed"
+}
+# compact OUT: the non-blank lines of stdin to OUT, and to OUT.map the line number each came from
+compact() { awk -v out="$1" -v map="$1.map" 'NF { print > out; print NR > map }'; : >>"$1"; : >>"$1.map"; }
 # changed DIFF: "ADDED REMOVED", the non-blank lines a diff adds and removes
 changed() { awk '/^(\+\+\+|---) / { next } /^[+>][ \t]*[^ \t]/ { a++ } /^[-<][ \t]*[^ \t]/ { d++ } END { print a + 0, d + 0 }' "$1"; }
 
@@ -146,14 +161,21 @@ idea_of() {
         flags "$f" >"$tmp/fk"; flags "$pf" >"$tmp/fp"
         changed=$(sort "$tmp/fk" "$tmp/fp" | uniq -u | sed 's/=.*//' | sort -u | tr '\n' ' ')
         [ -n "$changed" ] || { echo "$(basename "$f"): same template $c as $p with the same flags" >&2; exit 2; }
-        echo "both are the template $c: $(label "$pf") with $(tr '\n' ' ' <"$tmp/fp" | sed 's/ $//;s/ /, /g'), $(label "$f") with $(tr '\n' ' ' <"$tmp/fk" | sed 's/ $//;s/ /, /g')."
-        echo "So the difference is (1) the two instantiations, then (2) the lines of $c that read ${changed% }"
-        echo "(code only: comments, blank lines and whitespace changes dropped; the kernel's number in names written N$scope2)"
-        echo
-        echo "(1) $p -> $(basename "$f")"
-        show_diff "$pf" "$f" "$pn" "$n"
-        echo
-        echo "(2) $c, the lines that read ${changed% } (and the blocks they open)"
+        list() { tr '\n' ' ' <"$1" | sed 's/ $//;s/ /, /g'; }
+        echo "both run the template $c: $(label "$pf") with $(list "$tmp/fp"), $(label "$f") with $(list "$tmp/fk")."
+        if [ -n "$all" ]; then
+            echo "Below, (1) the two files that instantiate it, then (2) the lines of $c that read ${changed% }, with the"
+            echo "blocks they open (comments, blank lines and whitespace changes dropped; the kernel's number in names written N)."
+            echo
+            echo "(1) $p -> $(basename "$f")"
+            show_diff "$pf" "$f" "$pn" "$n"
+            echo
+            echo "(2) $c"
+        else
+            echo "Below, the lines of its kernel that read ${changed% }, with the blocks they open (comments dropped;"
+            echo "the two .cu files that instantiate it: $(inst_counts "$pf" "$f" "$pn" "$n"); ALL=1 shows them and the template's launcher)."
+            echo
+        fi
         # shellcheck disable=SC2086
         flag_lines "$dir/$c" $changed >"$tmp/flags"
         cat "$tmp/flags"
@@ -169,8 +191,8 @@ idea_of() {
     fi
 }
 
-all= scope="; the kernels, not their launchers" scope2="; (2) the kernel, not the template's launcher"
-[ "$1" = "--all" ] && { all=1 scope= scope2=; shift; }
+all= scope="; the kernels, not their launchers"
+[ "$1" = "--all" ] && { all=1 scope=; shift; }
 if [ "$1" = "--check" ]; then
     # Every kernel from 2 on names an existing kernel it extends and its idea, and shows a
     # non-empty difference; a kernel that does not exist is a usage error.
@@ -179,9 +201,10 @@ if [ "$1" = "--check" ]; then
         [ "$n" -ge 2 ] || continue
         case $(basename "$f") in bwd*) k=B$n ;; *) k=$n ;; esac
         out=$(sh "$0" "$k" 2>"$tmp/err"); rc=$?
+        # a diff with changed lines, or a template flag that some line of the template reads
         lines=$(printf '%s\n' "$out" | grep -c '^[+-]')
-        # a template's flag must be read by some line of the template
-        printf '%s\n' "$out" | grep -q '^(0 lines of .* depend on ' && lines=0
+        dep=$(printf '%s\n' "$out" | sed -n 's/^(\([0-9]*\) lines of .* depend on .*)$/\1/p')
+        [ -n "$dep" ] && lines=$dep
         if [ "$rc" -eq 0 ] && [ "$lines" -gt 0 ] && [ -n "$(idea "$f")" ]; then
             echo "PASS idea/$k: $(printf '%s\n' "$out" | head -n 1), $(printf '%s\n' "$out" | grep -E '^\([0-9]+ lines of (code added, .*|.* depend on .*)\)$' | tr '\n' ' ' | sed 's/ $//')"
         else
