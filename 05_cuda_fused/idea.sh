@@ -196,10 +196,10 @@ all= scope="; the kernels, not their launchers"
 if [ "$1" = "--check" ]; then
     # Every kernel from 2 on names an existing kernel it extends and its idea, and shows a
     # non-empty difference; a kernel that does not exist is a usage error.
-    for f in $(ls "$dir"/kernel[0-9]*_*.cu | sort -t l -k 2 -n) $(ls "$dir"/bwd[0-9]*_*.cu | sort -t d -k 2 -n); do
-        n=$(number "$f")
-        [ "$n" -ge 2 ] || continue
-        case $(basename "$f") in bwd*) k=B$n ;; *) k=$n ;; esac
+    for k in $(for f in "$dir"/kernel[0-9]*_*.cu; do number "$f"; done | sort -n) \
+             $(for f in "$dir"/bwd[0-9]*_*.cu; do echo "B$(number "$f")"; done | sort -k 1.2 -n); do
+        case $k in 1|B1) continue ;; esac
+        f=$(file_of "$k")
         out=$(sh "$0" "$k" 2>"$tmp/err"); rc=$?
         # a diff with changed lines, or a template flag that some line of the template reads
         lines=$(printf '%s\n' "$out" | grep -c '^[+-]')
