@@ -72,7 +72,7 @@ step_of    = step$(firstword $(subst _, ,$(1)))
 STEPS     := $(foreach d,$(STEP_DIRS),$(call step_of,$(d)))
 COMMON_OBJ := $(BUILD)/common/common.o $(GPU_OBJ)
 
-.PHONY: all check check-sanitize sanitize bench plots clean help info $(STEPS)
+.PHONY: all check check-sanitize sanitize bench plots idea clean help info $(STEPS)
 all: info $(STEPS)
 
 info:
@@ -149,6 +149,12 @@ bench: step05
 plots: all
 	@sh plots/make_plots.sh $(if $(QUICK),quick)
 
+# The ladder's one idea per kernel: kernel K's code against the kernel it extends (its header's
+# "Extends:" line), comments and whitespace dropped. make idea K=12, make idea K=B5 (backward);
+# ALL=1: the launchers too.
+idea:
+	@sh 05_cuda_fused/idea.sh $(if $(ALL),--all) '$(K)'
+
 clean:
 	rm -rf build results $(STEPS) step0? *.cubin */*.ptx */*.sass
 
@@ -161,6 +167,7 @@ help:
 	@echo "  sanitize           compute-sanitizer memcheck/racecheck/initcheck/synccheck on the GPU kernels"
 	@echo "  bench              ./step05 --bench (FlashAttention's benchmark shapes)"
 	@echo "  plots              run the steps with --csv into results/ and draw the PNGs (QUICK=1: small, for CI)"
+	@echo "  idea K=12|K=B5     kernel K's one idea: its code against the kernel it extends (B5: backward kernel 5; ALL=1: with the launchers)"
 	@echo "  DIR/FILE.ptx|.sass the PTX or SASS of DIR/FILE.cu, to read what the compiler made"
 	@echo "  clean              remove build/, results/ and the binaries"
 	@echo "variables:"
