@@ -3,18 +3,18 @@
  * bwd_mma.cuh for backward kernels 2 to 4. Each decodeN_*.cu instantiates the template below with its one
  * idea switched on (`make idea K=D3` shows the flags):
  *
- *   DecodeFlags<SPLIT, GROUPED, PAGED>
- *   kernel 2  <0, 0, 0>  the forward kernel as is: one block per (sequence, query head), its 4 warps
- *                        16 query rows each, every warp over every key (kernel 9's loop); n <= 16 new
- *                        rows fill one warp, the block's other three only load
- *   kernel 3  <1, 0, 0>  split-KV (flash-decoding): the keys of a sequence split across S blocks and,
- *                        inside a block, across its 4 warps; each ends with the tile loop's state
- *                        (m, l, o) for its rows, the warps' states merged in shared memory, the blocks'
- *                        by a second kernel: step 04's merge (flash.c: flash_merge_cpu), twice
- *   kernel 4  <1, 1, 0>  grouped heads: one block per KV head, whose K/V tiles serve every query head
- *                        that reads them (Hq / Hkv of them, each with n rows): the cache read once
- *   kernel 5  <1, 1, 1>  paged: the cache in pages of P keys, in any order, shared between sequences,
- *                        found through a block table (vLLM's PagedAttention)
+ *   DecodeFlags<SPLIT, GROUPED, PAGED, NST>
+ *   kernel 2  <0, 0, 0, 3>  the forward kernel as is: one block per (sequence, query head), its 4 warps
+ *                           16 query rows each, every warp over every key (kernel 9's loop); n <= 16
+ *                           new rows fill one warp, the block's other three only load
+ *   kernel 3  <1, 0, 0, 4>  split-KV (flash-decoding): the keys of a sequence split across S blocks and,
+ *                           inside a block, across its 4 warps; each ends with the tile loop's state
+ *                           (m, l, o) for its rows, the warps' states merged in shared memory, the
+ *                           blocks' by a second kernel: step 04's merge (flash.c: flash_merge_cpu), twice
+ *   kernel 4  <1, 1, 0, 4>  grouped heads: one block per KV head, whose K/V tiles serve every query head
+ *                           that reads them (Hq / Hkv of them, each with n rows): the cache read once
+ *   kernel 5  <1, 1, 1, 3>  paged: the cache in pages of P keys, in any order, shared between sequences,
+ *                           found through a block table (vLLM's PagedAttention)
  *
  * The arithmetic is kernel 9's (05_cuda_fused/kernel9_ffma_scale.cu): S = Q K^T and O += P V on
  * mma.sync m16n8k16, fp32 accumulators, the running max in log2 units, p = 2^(s scale_log2 - m) as one
@@ -27,7 +27,7 @@
  * with each pair of 2 D elements, an arithmetic intensity of 1 flop per byte in fp16, where the H100's
  * balance point is about 300. The kernels are judged in GB/s of K and V read, against the measured read
  * bandwidth of the device. Everything below serves that: K/V tiles of BC = 64 keys stream through shared
- * memory by cp.async, NST = 3 stages deep (two tiles in flight while one is used), and the grid is sized
+ * memory by cp.async, NST stages deep (NST - 1 tiles in flight while one is used), and the grid is sized
  * to fill the GPU, which is the whole of kernel 3's idea: one query row per head gives the forward's
  * grid B x Hq blocks (32 at B = 1 and 32 heads, for 132 SMs); splitting the keys gives each SM work.
  */
@@ -48,9 +48,9 @@ constexpr int DEC_ROWS = 64;      // query rows per block: 4 warps x 16
 
 /* NST: the cp.async stages, NST - 1 tiles in flight while one is used. 3 stages take 104 KB at D = 128 (two
  * blocks an SM), 4 take 139 KB (one). */
-template <bool SPLIT, bool GROUPED, bool PAGED, int NST> struct DecodeFlags {
-    static constexpr bool split = SPLIT, grouped = GROUPED, paged = PAGED;
-    static constexpr int nst = NST;
+template <bool SPLIT_, bool GROUPED_, bool PAGED_, int NST_> struct DecodeFlags {
+    static constexpr bool SPLIT = SPLIT_, GROUPED = GROUPED_, PAGED = PAGED_;
+    static constexpr int NST = NST_;
 };
 
 template <int D, int NST> struct DecSmem {
@@ -194,13 +194,13 @@ template <int D, typename T, class F>
 __global__ void __launch_bounds__(DEC_WARPS * 32)
 decode_kernel(const DecParams<T> p)
 {
-    constexpr int LD = DecSmem<D, F::nst>::LD, DEC_NST = F::nst;
+    constexpr int LD = DecSmem<D, F::NST>::LD, NST = F::NST;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *k_buf = reinterpret_cast<T *>(smem_raw);                  // [NST][BC][LD]
-    T *v_buf = k_buf + DEC_NST * DEC_BC * LD;                    // [NST][BC][LD]
+    T *v_buf = k_buf + NST * DEC_BC * LD;                    // [NST][BC][LD]
     const long b = blockIdx.x / p.heads, h = blockIdx.x % p.heads;
     const int s = blockIdx.y, rc = blockIdx.z;                   // split s of the keys, row chunk rc
-    const long hkv = F::grouped ? h : h / (p.Hq / p.Hkv);
+    const long hkv = F::GROUPED ? h : h / (p.Hq / p.Hkv);
     const int len = p.len[b];
     const int tiles = (len + DEC_BC - 1) / DEC_BC;
     const int t0 = s * p.chunk_tiles, t1 = min(t0 + p.chunk_tiles, tiles);
@@ -211,8 +211,8 @@ decode_kernel(const DecParams<T> p)
      * SPLIT: warp w takes row block w % R and key slice w / R of nsl = 4 / R slices of each tile; the
      * forward's way (kernel 2): warp w takes row block w and every key. */
     const int rows_here = min(DEC_ROWS, p.rows - rc * DEC_ROWS), R = (rows_here + 15) / 16;
-    const int nsl = F::split ? DEC_WARPS / R : 1;
-    const int rb = F::split ? warp % R : warp, sl = F::split ? warp / R : 0;
+    const int nsl = F::SPLIT ? DEC_WARPS / R : 1;
+    const int rb = F::SPLIT ? warp % R : warp, sl = F::SPLIT ? warp / R : 0;
     const bool active = rb < R && sl < nsl;
     const int slice_keys = DEC_BC / nsl;                         // 16, 32 or 64
 
@@ -224,7 +224,7 @@ decode_kernel(const DecParams<T> p)
         const int gr = rc * DEC_ROWS + rb * 16 + g + 8 * hh;
         long hq = 0, i = 0;
         const bool real = active && gr < p.rows;
-        if (real) dec_row<F::grouped>(p, h, gr, &hq, &i);
+        if (real) dec_row<F::GROUPED>(p, h, gr, &hq, &i);
         /* row i sits at position len - n + i. A padded row (past the block's rows) is never masked: its q is 0,
          * so every score is 0 and nothing overflows, and what it computes is never written */
         last[hh] = real ? len - p.n + i : LONG_MAX;
@@ -253,26 +253,26 @@ decode_kernel(const DecParams<T> p)
     /* The K/V tiles t0 .. t1 - 1 through NST stages: tile it + NST - 1 is copied while tile it is used. */
     int ent[4] = {0, 0, 0, 0};                                   // PAGED: the pages of the next tile to copy
 #pragma unroll
-    for (int st = 0; st < DEC_NST - 1; st++) {
+    for (int st = 0; st < NST - 1; st++) {
         if (t0 + st < t1) {
-            if (F::paged) dec_tile_pages(p, b, t0 + st, len, ent);
-            dec_load_tile<D, F::paged>(k_buf + st * DEC_BC * LD, v_buf + st * DEC_BC * LD, p, b, hkv, (long)(t0 + st) * DEC_BC,
+            if (F::PAGED) dec_tile_pages(p, b, t0 + st, len, ent);
+            dec_load_tile<D, F::PAGED>(k_buf + st * DEC_BC * LD, v_buf + st * DEC_BC * LD, p, b, hkv, (long)(t0 + st) * DEC_BC,
                                        len, ent);
         }
         cp_async_commit();
     }
-    if (F::paged && t0 + DEC_NST - 1 < t1) dec_tile_pages(p, b, t0 + DEC_NST - 1, len, ent);
+    if (F::PAGED && t0 + NST - 1 < t1) dec_tile_pages(p, b, t0 + NST - 1, len, ent);
     for (int it = 0; it < t1 - t0; it++) {
-        const int nxt = it + DEC_NST - 1;
+        const int nxt = it + NST - 1;
         if (t0 + nxt < t1) {
-            dec_load_tile<D, F::paged>(k_buf + (nxt % DEC_NST) * DEC_BC * LD, v_buf + (nxt % DEC_NST) * DEC_BC * LD, p, b,
+            dec_load_tile<D, F::PAGED>(k_buf + (nxt % NST) * DEC_BC * LD, v_buf + (nxt % NST) * DEC_BC * LD, p, b,
                                        hkv, (long)(t0 + nxt) * DEC_BC, len, ent);
-            if (F::paged && t0 + nxt + 1 < t1) dec_tile_pages(p, b, t0 + nxt + 1, len, ent); // used next iteration
+            if (F::PAGED && t0 + nxt + 1 < t1) dec_tile_pages(p, b, t0 + nxt + 1, len, ent); // used next iteration
         }
         cp_async_commit();                                       // (empty near the end: the count stays uniform)
-        cp_async_wait<DEC_NST - 1>();                            // tile it has landed ...
+        cp_async_wait<NST - 1>();                            // tile it has landed ...
         __syncthreads();                                         // ... for every thread
-        const T *k_s = k_buf + (it % DEC_NST) * DEC_BC * LD, *v_s = v_buf + (it % DEC_NST) * DEC_BC * LD;
+        const T *k_s = k_buf + (it % NST) * DEC_BC * LD, *v_s = v_buf + (it % NST) * DEC_BC * LD;
         if (active) {
             for (int kr = sl * slice_keys; kr < (sl + 1) * slice_keys; kr += 16) {
                 const long ka = (long)(t0 + it) * DEC_BC + kr;   // the 16 keys' absolute index
@@ -288,14 +288,14 @@ decode_kernel(const DecParams<T> p)
 #pragma unroll
         for (int off = 1; off <= 2; off *= 2) l[hh] += __shfl_xor_sync(0xffffffffu, l[hh], off);
 
-    if (!F::split) {                                             // the forward's epilogue: each warp its own rows
+    if (!F::SPLIT) {                                             // the forward's epilogue: each warp its own rows
         if (!active) return;
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
             const int gr = rc * DEC_ROWS + rb * 16 + g + 8 * hh;
             if (gr >= p.rows) continue;
             long hq, i;
-            dec_row<F::grouped>(p, h, gr, &hq, &i);
+            dec_row<F::GROUPED>(p, h, gr, &hq, &i);
             const float inv = l[hh] > 0.0f ? 1.0f / l[hh] : 0.0f;
             T *orow = p.o + ((b * p.Hq + hq) * p.n + i) * D;
 #pragma unroll
@@ -338,7 +338,7 @@ decode_kernel(const DecParams<T> p)
             O += wt * os[(w * 16 + r16) * D + d];
         }
         long hq, i;
-        dec_row<F::grouped>(p, h, gr, &hq, &i);
+        dec_row<F::GROUPED>(p, h, gr, &hq, &i);
         const long row = (b * p.Hq + hq) * p.n + i;
         if (p.S == 1) {                                          // one split: this is the row's output
             p.o[row * D + d] = dec_from_float<T>(L > 0.0f ? O / L : 0.0f);
@@ -397,19 +397,19 @@ template <int D, typename T, class F>
 static DecGrid dec_grid(const DecodeArgs *a)
 {
     DecGrid gr;
-    gr.heads = F::grouped ? (int)a->Hkv : (int)a->Hq;
-    gr.g = F::grouped ? (int)(a->Hq / a->Hkv) : 1;
+    gr.heads = F::GROUPED ? (int)a->Hkv : (int)a->Hq;
+    gr.g = F::GROUPED ? (int)(a->Hq / a->Hkv) : 1;
     gr.rows = gr.g * (int)a->n;
     gr.rchunks = (gr.rows + DEC_ROWS - 1) / DEC_ROWS;
     gr.tiles = (int)((a->max_len + DEC_BC - 1) / DEC_BC);
     gr.S = 1;
     gr.chunk_tiles = gr.tiles;
-    if (F::split) {
+    if (F::SPLIT) {
         /* blocks an SM holds at a time: its shared memory over one block's (1 KB of it reserved per block), at
          * most 4 (the registers of 4 x 128 threads at about 128 each) */
         int sms, smem_sm;
         dec_device(&sms, &smem_sm);
-        long per_sm = (long)smem_sm / (long)(DecSmem<D, F::nst>::bytes + 1024);
+        long per_sm = (long)smem_sm / (long)(DecSmem<D, F::NST>::bytes + 1024);
         per_sm = per_sm < 1 ? 1 : per_sm > 4 ? 4 : per_sm;
         const long base = a->B * gr.heads * gr.rchunks, want = (long)sms * per_sm;
         long S = want / base;                       /* whole waves: a split more would start a wave mostly empty */
@@ -433,23 +433,23 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
 {
     static int opted = 0;                                        /* once per instantiation, not per launch */
     if (!opted) {
-        if (smem_opt_in(decode_kernel<D, T, F>, DecSmem<D, F::nst>::bytes, "decode kernel", id, D)) return -1;
+        if (smem_opt_in(decode_kernel<D, T, F>, DecSmem<D, F::NST>::bytes, "decode kernel", id, D)) return -1;
         opted = 1;
     }
     const DecGrid gr = dec_grid<D, T, F>(a);
     DecParams<T> p;
     p.q = (const T *)a->q; p.o = (T *)a->o;
-    p.k = (const T *)(F::paged ? a->k_pool : a->k); p.v = (const T *)(F::paged ? a->v_pool : a->v);
+    p.k = (const T *)(F::PAGED ? a->k_pool : a->k); p.v = (const T *)(F::PAGED ? a->v_pool : a->v);
     p.len = a->len; p.table = a->table;
     const size_t rows_total = (size_t)a->B * a->Hq * a->n;
     p.ws_m = (float *)ws; p.ws_l = p.ws_m + rows_total * gr.S; p.ws_o = p.ws_l + rows_total * gr.S;
     p.Hq = a->Hq; p.Hkv = a->Hkv; p.n = a->n; p.max_len = a->max_len; p.max_pages = a->max_pages;
     p.page_shift = 0;
-    while (F::paged && (1L << p.page_shift) < a->page) p.page_shift++;
+    while (F::PAGED && (1L << p.page_shift) < a->page) p.page_shift++;
     p.heads = gr.heads; p.g = gr.g; p.rows = gr.rows; p.S = gr.S; p.chunk_tiles = gr.chunk_tiles;
     p.scale_log2 = 1.4426950408889634f / sqrtf((float)D);       // log2(e) / sqrt(D)
     decode_kernel<D, T, F><<<dim3((unsigned)(a->B * gr.heads), (unsigned)gr.S, (unsigned)gr.rchunks), DEC_WARPS * 32,
-                             DecSmem<D, F::nst>::bytes, s>>>(p);
+                             DecSmem<D, F::NST>::bytes, s>>>(p);
     CUDA_CHECK_LAST();
     if (gr.S > 1) {
         decode_merge<D, T><<<(unsigned)rows_total, D, 0, s>>>(p);
@@ -487,10 +487,10 @@ template <class F> static void dec_describe(const DecodeArgs *a, char *buf, size
     else gr = a->dtype == DT_BF16 ? dec_grid<128, __nv_bfloat16, F>(a) : dec_grid<128, __half, F>(a);
     const long blocks = a->B * gr.heads * (long)gr.S * gr.rchunks;
     snprintf(buf, n, "%ld blocks of 4 warps: %ld sequences x %d %s heads%s x %d split%s of %d K/V tiles of %d keys; "
-             "%d query rows a block%s%s", blocks, a->B, gr.heads, F::grouped ? "KV" : "query",
+             "%d query rows a block%s%s", blocks, a->B, gr.heads, F::GROUPED ? "KV" : "query",
              gr.rchunks > 1 ? " x row chunks" : "", gr.S, gr.S == 1 ? "" : "s", gr.chunk_tiles, DEC_BC,
              gr.rows < DEC_ROWS ? gr.rows : DEC_ROWS, gr.S > 1 ? ", then the merge kernel" : "",
-             F::paged ? ", pages through the block table" : "");
+             F::PAGED ? ", pages through the block table" : "");
 }
 
 static int dec_supports(long D) { return D == 64 || D == 128; }

@@ -11,6 +11,9 @@
  * pieces. With B = 1 and 32 heads the whole GPU runs one warp. It is the check that the loop is right
  * on the GPU (and the fp32 kernel step 06's GPU generation runs: its logits must match the CPU's), not a
  * way to decode; decode kernel 2 onwards put the tensor cores and the whole GPU on it.
+ *
+ * Measured on the H100 (./step05 --decode --bench, fp16, D = 128): B = 1, 32 heads, L = 1024 (16.8 MB):
+ * 15.7 ms, 1 GB/s, against kernel 3's 16.4 us.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

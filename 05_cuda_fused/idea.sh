@@ -1,7 +1,7 @@
 #!/bin/sh
-# idea.sh K: the one idea of kernel K in plain sight (make idea K=12, make idea K=B5).
+# idea.sh K: the one idea of kernel K in plain sight (make idea K=12, make idea K=B5, make idea K=D3).
 #
-# Every kernel file from kernel 2 and backward kernel 2 on names, in one line of its header,
+# Every kernel file from kernel 2, backward kernel 2 and decode kernel 2 on names, in one line of its header,
 # the kernel it extends and its one idea:
 #     * Extends: kernel11_tma.cu; idea: a producer warpgroup copies K and V, ...
 # and, where its code lives in a template shared with its neighbours, which one and with what:
@@ -22,12 +22,13 @@ dir=$(dirname "$0")
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-usage() { echo "make idea K=N: N is a forward kernel 2..$1 or a backward kernel B2..B$2 (got '$3')" >&2; exit 2; }
+usage() { echo "make idea K=N: N is a forward kernel 2..$1, a backward kernel B2..B$2 or a decode kernel D2..D$3 (got '$4')" >&2; exit 2; }
 
 # file_of K: the source file of kernel K (12 or B5), empty if there is none
 file_of() {
     case $1 in
         [Bb][0-9]*) n=${1#?}; set -- "$dir"/bwd"$n"_*.cu ;;
+        [Dd][0-9]*) n=${1#?}; set -- "$dir"/decode"$n"_*.cu ;;
         *) n=$1; set -- "$dir"/kernel"$n"_*.cu ;;
     esac
     case $n in ''|*[!0-9]*|0*) return 0 ;; esac
@@ -39,10 +40,11 @@ label() {
     case $b in
         kernel[0-9]*) n=${b#kernel}; echo "kernel ${n%%_*}" ;;
         bwd[0-9]*) n=${b#bwd}; echo "backward kernel ${n%%_*}" ;;
+        decode[0-9]*) n=${b#decode}; echo "decode kernel ${n%%_*}" ;;
         *) echo "$b" ;;
     esac
 }
-number() { b=$(basename "$1"); b=${b#kernel}; b=${b#bwd}; echo "${b%%_*}"; }
+number() { b=$(basename "$1"); b=${b#kernel}; b=${b#bwd}; b=${b#decode}; echo "${b%%_*}"; }
 # header FIELD FILE: the text after " * FIELD: " in the file's header, empty if absent
 header() { sed -n "s/^ \* $1: //p" "$2" | head -n 1; }
 extends() { header Extends "$1" | sed -n 's/^\([A-Za-z0-9_]*\.cu\); idea: ..*$/\1/p'; }
@@ -79,6 +81,9 @@ code() {
         -e "s/\([^A-Za-z0-9_]\)\([KkBb]\)$2\([^0-9]\)/\1\2N\3/g" \
         -e "s/\([^A-Za-z0-9_]\)\(kernel\)$2\([^0-9]\)/\1\2N\3/g" \
         -e "s/\([^A-Za-z0-9_]\)\(bwd\)$2\([^0-9]\)/\1\2N\3/g" \
+        -e "s/\([^A-Za-z0-9_]\)\(decode\)$2\([^0-9]\)/\1\2N\3/g" \
+        -e "s/\([^A-Za-z0-9_]\)\(dk\)$2\([^0-9]\)/\1\2N\3/g" \
+        -e "s/\([^A-Za-z0-9_]\)\(Dec\)$2\([^0-9]\)/\1\2N\3/g" \
         -e 's/^ //' -e 's/ $//' "$tmp/code"
 }
 
@@ -143,7 +148,8 @@ idea_of() {
     f=$(file_of "$1")
     maxk=$(ls "$dir"/kernel[0-9]*_*.cu | sed 's/.*kernel\([0-9]*\)_.*/\1/' | sort -n | tail -n 1)
     maxb=$(ls "$dir"/bwd[0-9]*_*.cu | sed 's/.*bwd\([0-9]*\)_.*/\1/' | sort -n | tail -n 1)
-    [ -n "$f" ] || usage "$maxk" "$maxb" "$1"
+    maxd=$(ls "$dir"/decode[0-9]*_*.cu | sed 's/.*decode\([0-9]*\)_.*/\1/' | sort -n | tail -n 1)
+    [ -n "$f" ] || usage "$maxk" "$maxb" "$maxd" "$1"
     p=$(extends "$f")
     if [ -z "$p" ]; then
         case $(number "$f") in
@@ -197,8 +203,9 @@ if [ "$1" = "--check" ]; then
     # Every kernel from 2 on names an existing kernel it extends and its idea, and shows a
     # non-empty difference; a kernel that does not exist is a usage error.
     for k in $(for f in "$dir"/kernel[0-9]*_*.cu; do number "$f"; done | sort -n) \
-             $(for f in "$dir"/bwd[0-9]*_*.cu; do echo "B$(number "$f")"; done | sort -k 1.2 -n); do
-        case $k in 1|B1) continue ;; esac
+             $(for f in "$dir"/bwd[0-9]*_*.cu; do echo "B$(number "$f")"; done | sort -k 1.2 -n) \
+             $(for f in "$dir"/decode[0-9]*_*.cu; do echo "D$(number "$f")"; done | sort -k 1.2 -n); do
+        case $k in 1|B1|D1) continue ;; esac
         f=$(file_of "$k")
         out=$(sh "$0" "$k" 2>"$tmp/err"); rc=$?
         # a diff with changed lines, or a template flag that some line of the template reads
@@ -212,7 +219,7 @@ if [ "$1" = "--check" ]; then
             echo "FAIL idea/$k: expected a header line ' * Extends: FILE.cu; idea: ...' naming an existing kernel and a non-empty diff, got exit $rc, $lines changed lines: $(head -c 200 "$tmp/err")"
         fi
     done
-    for k in 99 B99 x 12x ""; do
+    for k in 99 B99 D99 x 12x ""; do
         sh "$0" "$k" >/dev/null 2>"$tmp/err"; rc=$?
         if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ]; then
             echo "PASS idea/bad-input '$k': exit 2, $(cat "$tmp/err")"
