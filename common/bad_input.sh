@@ -86,6 +86,16 @@ bad step05 "kernel range open"  --kernel 11-
 bad step05 "check with a kernel range" --check --kernel 11-12
 bad step05 "grid over 2^31-1"   --batch 1048576 --heads 1048576 --seq 64 --dim 64 --dtype fp16
 bad step05 "dim 48 unsupported for tensor cores" --dtype fp16 --dim 48
+bad step05 "decode: Hq not a multiple" --decode --kv-heads 5
+bad step05 "decode: 17 new rows"   --decode --new 17
+bad step05 "decode: page 48"       --decode --page 48
+bad step05 "decode: page 512"      --decode --page 512
+bad step05 "decode: a length of 0" --decode --lens 0,5
+bad step05 "decode: cache < new rows" --decode --lens 5,3 --new 4
+bad step05 "decode: D 32 in fp16"  --decode --dim 32
+bad step05 "decode: lens vs batch" --decode --lens 5,6 --batch 3
+bad step05 "kv-heads without decode" --kv-heads 4
+bad step05 "decode with backward"  --decode --backward
 bad step06 "bad mask"           --mask sideways
 bad step06 "train: data missing"  --train --data "$tmp/none.txt"
 bad step06 "train: data is a dir" --train --data "$tmp"
