@@ -72,7 +72,7 @@ step_of    = step$(firstword $(subst _, ,$(1)))
 STEPS     := $(foreach d,$(STEP_DIRS),$(call step_of,$(d)))
 COMMON_OBJ := $(BUILD)/common/common.o $(GPU_OBJ)
 
-.PHONY: all check check-sanitize sanitize bench plots clean help info $(STEPS)
+.PHONY: all check check-sanitize sanitize bench plots idea clean help info $(STEPS)
 all: info $(STEPS)
 
 info:
@@ -84,7 +84,8 @@ EXTRA_C_step02  := 01_naive/naive.c 04_online_softmax/flash.c
 EXTRA_CU_step02 := 01_naive/naive_gpu.cu 05_cuda_fused/registry.cu $(wildcard 05_cuda_fused/kernel*.cu)
 EXTRA_C_step04  := 01_naive/naive.c
 EXTRA_CU_step05 := 01_naive/naive_gpu.cu
-EXTRA_CU_step06 := 05_cuda_fused/registry.cu $(wildcard 05_cuda_fused/kernel*.cu 05_cuda_fused/bwd*.cu) 01_naive/naive_gpu.cu
+EXTRA_CU_step06 := 05_cuda_fused/registry.cu $(wildcard 05_cuda_fused/kernel*.cu 05_cuda_fused/bwd*.cu) 05_cuda_fused/decode1_transcription.cu 01_naive/naive_gpu.cu
+EXTRA_C_step06  := 04_online_softmax/flash.c
 # step07 runs step 06's causal forward (its mask, and the tile-relative bug it diagnoses) and checks the
 # breaks as step 06's training runs them (naive_backward.c); step 06 takes nothing of step 07's.
 EXTRA_C_step07  := 06_causal/causal.c 06_causal/naive_backward.c 01_naive/naive.c
@@ -150,6 +151,12 @@ bench: step05
 plots: all
 	@sh plots/make_plots.sh $(if $(QUICK),quick)
 
+# The ladder's one idea per kernel: kernel K's code against the kernel it extends (its header's
+# "Extends:" line), comments and whitespace dropped. make idea K=12, make idea K=B5 (backward);
+# ALL=1: the launchers too.
+idea:
+	@sh 05_cuda_fused/idea.sh $(if $(ALL),--all) '$(K)'
+
 clean:
 	rm -rf build results $(STEPS) step0? *.cubin */*.ptx */*.sass
 
@@ -162,6 +169,7 @@ help:
 	@echo "  sanitize           compute-sanitizer memcheck/racecheck/initcheck/synccheck on the GPU kernels"
 	@echo "  bench              ./step05 --bench (FlashAttention's benchmark shapes)"
 	@echo "  plots              run the steps with --csv into results/ and draw the PNGs (QUICK=1: small, for CI)"
+	@echo "  idea K=12|K=B5     kernel K's one idea: its code against the kernel it extends (B5: backward kernel 5; ALL=1: with the launchers)"
 	@echo "  DIR/FILE.ptx|.sass the PTX or SASS of DIR/FILE.cu, to read what the compiler made"
 	@echo "  clean              remove build/, results/ and the binaries"
 	@echo "variables:"

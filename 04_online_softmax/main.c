@@ -95,6 +95,69 @@ static int run_worked(const Worked *w, int print)
     return ok;
 }
 
+/* The merge of partial states (decode, flash-decoding): the worked example's vector in two chunks, each
+ * chunk's (m, d) computed alone (on a GPU, by two blocks at once), then merged with the same rescale the
+ * online softmax applies block by block. Prints it; returns 1 if the merged d is the online one. */
+static int run_worked_merge(const Worked *w, int print)
+{
+    double m_s[2], d_s[2], m_on[2], d_on[2];
+    for (int c = 0; c < 2; c++) online_softmax(w->x + 2 * c, 2, 2, &m_s[c], &d_s[c]); // each chunk alone
+    online_softmax(w->x, 4, 2, m_on, d_on);                                             // one pass, for comparison
+    const double m = fmax(m_s[0], m_s[1]);                                              // m = max m_s
+    const double d = exp(m_s[0] - m) * d_s[0] + exp(m_s[1] - m) * d_s[1];               // d = sum e^(m_s - m) d_s
+    if (print) {
+        printf("the same scores split into two chunks, each chunk's state computed alone (the decode split):\n");
+        for (int c = 0; c < 2; c++)
+            printf("  chunk %d [%5.2f, %5.2f]: m_%d = %.4f, d_%d = %.4f\n", c + 1, w->x[2 * c], w->x[2 * c + 1], c + 1,
+                   m_s[c], c + 1, d_s[c]);
+        printf("  merged: m = max(m_1, m_2) = %.4f, d = e^(m_1 - m) d_1 + e^(m_2 - m) d_2 = %.4f (one pass: %.4f): "
+               "the online rescale, one chunk in place of one block\n", m, d, d_on[1]);
+    }
+    return m == m_on[1] && fabs(d - d_on[1]) < 1e-12;
+}
+
+/* Decode on random data: the n newest rows of a sequence of nkeys (seeded, D) against its keys, with the
+ * keys in S = 1 .. tiles chunks of BC keys merged (flash_decode_cpu). Fills the worst differences from the
+ * one-pass result (S = 1) and from the float64 reference over every S, and from the last n rows of the
+ * causal tiled forward (decode is causal attention's last rows). */
+typedef struct { double vs_one_pass, vs_ref, vs_causal; long tiles; } DecodeCase;
+static DecodeCase run_decode_case(long nkeys, long n, long D, long BC, uint64_t seed)
+{
+    DecodeCase dc = {0, 0, 0, (nkeys + BC - 1) / BC};
+    const size_t sz = (size_t)nkeys * D;
+    float *q = xmalloc(sz * 4, "Q"), *k = xmalloc(sz * 4, "K"), *v = xmalloc(sz * 4, "V");
+    float *one = xmalloc((size_t)n * D * 4, "one-pass O"), *out = xmalloc((size_t)n * D * 4, "merged O");
+    float *causal = xmalloc(sz * 4, "causal O");
+    double *ref = xmalloc((size_t)n * D * sizeof(double), "reference"), *scr = xmalloc((size_t)nkeys * sizeof(double), "scores");
+    make_qkv(q, k, v, sz, seed);                                  // q's last n rows are the new query rows
+    const float *qn = q + (size_t)(nkeys - n) * D;
+    for (long r = 0; r < n; r++)                                  // row r sees keys 0 .. nkeys - n + r
+        ref_attention_keys(qn + r * D, k, v, nkeys - n + r + 1, D, scr, ref + r * D);
+    if (flash_decode_cpu(qn, k, v, one, n, nkeys, D, BC, 1) != 0 ||
+        flash_forward_cpu(q, k, v, causal, 1, nkeys, D, BC, BC, 1, NULL) != 0) {
+        mem_oom_line(mem_refused(), "the decode buffers");
+        exit(EXIT_FAIL);
+    }
+    for (long S = 1; S <= dc.tiles; S++) {
+        for (size_t i = 0; i < (size_t)n * D; i++) out[i] = NAN; // poisoned: an unwritten element fails
+        if (flash_decode_cpu(qn, k, v, out, n, nkeys, D, BC, S) != 0) {
+            mem_oom_line(mem_refused(), "the decode buffers");
+            exit(EXIT_FAIL);
+        }
+        for (size_t i = 0; i < (size_t)n * D; i++) {
+            const double a = fabs((double)out[i] - one[i]), b = fabs((double)out[i] - ref[i]);
+            if (!(a <= dc.vs_one_pass)) dc.vs_one_pass = isnan(a) ? INFINITY : a; // NaN fails as infinite
+            if (!(b <= dc.vs_ref)) dc.vs_ref = isnan(b) ? INFINITY : b;
+        }
+    }
+    for (size_t i = 0; i < (size_t)n * D; i++) {
+        const double c = fabs((double)one[i] - causal[(size_t)(nkeys - n) * D + i]);
+        if (!(c <= dc.vs_causal)) dc.vs_causal = isnan(c) ? INFINITY : c;
+    }
+    tfree(q); tfree(k); tfree(v); tfree(one); tfree(out); tfree(causal); tfree(ref); tfree(scr);
+    return dc;
+}
+
 // --- an fp16 baseline: naive attention with fp16 storage ----------------------
 
 /* What a user's fp16 naive attention computes: S = Q K^T / sqrt(D) stored as
@@ -278,6 +341,21 @@ static int run_checks(uint64_t seed)
                    fmt_err(&c.e, eb, sizeof eb));
             tfree(c.out);
         }
+    /* Decode: the keys split in S chunks and merged, every S from 1 to the number of tiles (flash.c). */
+    report(run_worked_merge(&worked[0], 0) && run_worked_merge(&worked[1], 0), NULL, "merge/worked-examples",
+           "two chunks' (m, d) merged with e^(m_s - m) give the one-pass m and d");
+    static const long decN[] = {1, 17, 64, 65, 257, 1000}, decn[] = {1, 5};
+    for (size_t t = 0; t < 6; t++)
+        for (size_t u = 0; u < 2; u++) {
+            if (decn[u] > decN[t]) continue;
+            const DecodeCase dc = run_decode_case(decN[t], decn[u], 64, 16, seed + 400 + t * 2 + u);
+            snprintf(name, sizeof name, "decode-merge nkeys=%ld n=%ld D=64 BC=16", decN[t], decn[u]);
+            report(dc.vs_one_pass <= 1e-5 && dc.vs_ref <= 1e-5, NULL, name, "keys in S = 1..%ld chunks, merged: max |O(S) - "
+                   "O(1)| %.1e, vs float64 %.1e (tol 1e-5 each)", dc.tiles, dc.vs_one_pass, dc.vs_ref);
+            snprintf(name, sizeof name, "decode-is-causal-last-rows nkeys=%ld n=%ld", decN[t], decn[u]);
+            report(dc.vs_causal <= 1e-5, NULL, name, "the decode rows vs the last %ld rows of the causal tiled forward: "
+                   "max diff %.1e (tol 1e-5)", decn[u], dc.vs_causal);
+        }
     static const long fpN[] = {64, 257, 513};
     for (size_t t = 0; t < 3; t++) {
         Case c = run_case(1, 2, fpN[t], 64, 64, 64, 0, DT_FP16, seed + 200 + t, NULL, 0);
@@ -341,6 +419,7 @@ int main(int argc, char **argv)
     int ok = run_worked(&worked[0], 1);
     printf("  (the lesson prints d = 1.030 then 1.135: it rounds e^(2.0-4.2) to 0.111 before multiplying; unrounded, 1.1344)\n");
     ok &= run_worked(&worked[1], 1);
+    ok &= run_worked_merge(&worked[0], 1);
 
     /* The chapter's Step 4: B=2 H=4 N=256 D=32, BR=BC=32, against naive. */
     round_to_dtype(q, n, o.dtype); round_to_dtype(k, n, o.dtype); round_to_dtype(v, n, o.dtype);
@@ -425,6 +504,15 @@ int main(int argc, char **argv)
         printf("wrote the online-softmax state of row 0 (%d tiles) to %s\n", nb, csv_state);
     }
     tfree(out); tfree(nv); tfree(ref); tfree(q); tfree(k); tfree(v);
+
+    { /* decode: one new row against the cache, the keys split and merged (flash-decoding on the CPU) */
+        const DecodeCase dc = run_decode_case(o.N, 1, o.D, o.BC, o.seed);
+        printf("\n-- decode: a new token's query row against the N = %ld keys cached before it and its own, the keys split\n"
+               "   into S chunks of whole BC = %ld tiles, each chunk's (m_s, l_s, o_s) computed alone, then merged\n"
+               "S = 1..%ld: max |O(S) - O(1)| = %.1e, vs float64 %.1e; one pass vs the causal forward's last row %.1e\n",
+               o.N, o.BC, dc.tiles, dc.vs_one_pass, dc.vs_ref, dc.vs_causal);
+        ok &= dc.vs_one_pass <= 1e-5 && dc.vs_ref <= 1e-5 && dc.vs_causal <= 1e-5;
+    }
 
     FILE *csv = o.csv ? csv_open(o.csv, "dtype,N,D,BR,BC,max_abs,rel_l2") : NULL;
     ok &= verification_table(0, csv, o.seed);

@@ -31,7 +31,7 @@
  * fp32 reference of the GPU backward (fp32 accumulation everywhere).
  *
  * Measured on the H100 80GB HBM3 (./step05 --backward, fp32, B=2 H=8 N=4096
- * D=64, median of 10, commit f334dde; README.md shows the run): 22.310 ms,
+ * D=64, median of 10, commit f334dde; RESULTS.md shows the run): 22.310 ms,
  * 7.70 TFLOP/s (2.5 x the forward's FLOPs), 0.23x the naive cuBLAS backward
  * (5.105 ms, 33.65 TFLOP/s: cuBLAS's fp32 GEMMs near the FMA peak, as for the
  * forward's kernel 1); peak 134.7 MB against naive's 2.28 GB. Errors against

@@ -1,4 +1,7 @@
 /*
+ * Extends: bwd1_transcription.cu; idea: the five products on mma.sync, key-major: p^T and ds^T stay in registers
+ * Code: bwd_mma.cuh with WARPS = 4, ONE_SYNC = false
+ *
  * Backward kernel 2: the backward on the tensor cores, FlashAttention-2's
  * scheme with mma.sync (fp16/bf16, D = 64 or 128, causal or not, any N).
  *
@@ -28,7 +31,8 @@
  * TFLOP/s at D = 64 and 197.2 at D = 128 (2.5 x 4 B H N^2 D / time, the whole
  * backward: Delta and dQ's conversion included); the naive cuBLAS backward
  * 97.9 and 189.2 in the same run: 2.1x and 1.04x. FlashAttention-2's
- * backward on the same GPU (issue 12): 270 and 290. README.md has the table.
+ * backward on the same GPU model (PyTorch 2.11 SDPA): 270 and 290. RESULTS.md has
+ * the table.
  */
 #include "bwd_mma.cuh"
 

@@ -1,4 +1,7 @@
 /*
+ * Extends: bwd3_wide_kv.cu; idea: one barrier per row tile instead of two (ds^T double-buffered)
+ * Code: bwd_mma.cuh with WARPS = 8, ONE_SYNC = true
+ *
  * Backward kernel 4: backward kernel 3 with one barrier per row tile, not two.
  *
  * What changes over backward kernel 3 (one idea: let the warps drift apart
@@ -25,7 +28,7 @@
  * and 214.8 at D = 128, against kernel 3's 205.9 and 214.2: +6% and +0%
  * (224.3 and 220.8 at N = 16384); causal 199.3 and 202.7. It is the fastest
  * backward here: 81% and 74% of FlashAttention-2's 270 and 290, 2.2x and 1.1x
- * the naive cuBLAS backward. README.md has the table and what is next.
+ * the naive cuBLAS backward. RESULTS.md has the table and what is next.
  */
 #include "bwd_mma.cuh"
 

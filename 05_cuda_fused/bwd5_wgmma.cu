@@ -1,4 +1,7 @@
 /*
+ * Extends: bwd4_one_barrier.cu; idea: the five products on wgmma from swizzled shared memory, a TMA producer warpgroup
+ * Code: bwd_wgmma.cuh with BULK = false
+ *
  * Backward kernel 5: the backward on Hopper's wgmma and TMA, warp-specialised
  * (FlashAttention-3's scheme; fp16/bf16, D = 64 or 128, causal or not, any N).
  *
@@ -28,7 +31,7 @@
  * 9cd5e42): 333.5 TFLOP/s at D = 64 and 370.4 at D = 128 against kernel 4's
  * 214.0 and 209.9 in the same run: +56% and +76%; causal 293.5 and 325.9
  * against 198.3 and 199.8 (+48%, +63%). Against FlashAttention-2's 270 and
- * 290 (issue 12): 124% and 128% (causal 231 and 255: 127% and 128%); against
+ * 290 (PyTorch 2.11 SDPA): 124% and 128% (causal 231 and 255: 127% and 128%); against
  * cuDNN's 426 and 489: 78% and 76% (causal 364 and 450: 81% and 72%). The
  * fastest backward here, kernel 6 included. How L_i and Delta_i reach the
  * consumers was worth +37% at D = 64 (bwd_wgmma.cuh: three designs,

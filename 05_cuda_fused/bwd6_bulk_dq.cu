@@ -1,4 +1,7 @@
 /*
+ * Extends: bwd5_wgmma.cu; idea: dQ's additions handed to the copy engine (bulk reduce-add from shared memory)
+ * Code: bwd_wgmma.cuh with BULK = true
+ *
  * Backward kernel 6: backward kernel 5 with dQ added by the copy engine.
  *
  * What changes over backward kernel 5 (one idea: hand dQ's additions to the

@@ -1,4 +1,6 @@
 /*
+ * Extends: kernel9_ffma_scale.cu; idea: Hopper's wgmma: the tensor cores read K and V from shared memory themselves
+ *
  * Kernel 10: kernel 9's algorithm on Hopper's warpgroup matrix instructions.
  *
  * What changes over kernel 9 (one idea: let the tensor cores read K and V
@@ -6,7 +8,7 @@
  * Kernels 3-9 feed mma.sync: every K and V fragment goes shared memory ->
  * registers by ldmatrix, then into an m16n8k16 product per warp; on Hopper
  * that path reaches about two thirds of the tensor cores' peak (the
- * FlashAttention-3 paper's figure, quoted in the tensor-core issue; here
+ * FlashAttention-3 paper's figure; here
  * kernel 9 reaches 46% of the cuBLAS matrix product). wgmma (sm_90a)
  * is issued by a warpgroup of 4 warps for 64 query rows at once and reads its
  * B operand (K_j for S = Q K^T, V_j for O = P V) from shared memory through a
@@ -34,7 +36,7 @@
  * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
  * 338.4 TFLOP/s at D = 64 and 393.7 at D = 128, against kernel 9's 289.0 and
  * 326.7: +17% and +21%, and 112% and 118% of FlashAttention-2's
- * 302 and 335 on the same GPU. README.md has the table.
+ * 302 and 335 on the same GPU. RESULTS.md has the table.
  */
 #include <cmath>
 
@@ -237,6 +239,8 @@ kernel10_wgmma(const T *__restrict__ Q,  // [B, H, N, D]
     (void)Q, (void)K, (void)V, (void)O, (void)N, (void)row_tiles, (void)causal, (void)scale_log2;
 #endif
 }
+
+// --- the launcher -------------------------------------------------------------------
 
 /* Whether this binary holds kernel 10's sm_90a code for this device: a
  * one-thread probe compiled the same way as the kernel. */

@@ -1,4 +1,6 @@
 /*
+ * Extends: kernel10_wgmma.cu; idea: K and V copied by the TMA (one thread issues) instead of cp.async by every thread
+ *
  * Kernel 11: kernel 10 with K and V brought in by Hopper's copy engine (TMA).
  *
  * What changes over kernel 10 (one idea: take the loads off the threads).
@@ -32,7 +34,7 @@
  * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
  * 374.2 TFLOP/s at D = 64 and 461.5 at D = 128, against kernel 10's 338.4 and
  * 393.7: +11% and +17%, and 124% and 138% of FlashAttention-2's
- * 302 and 335 on the same GPU. README.md has the table.
+ * 302 and 335 on the same GPU. RESULTS.md has the table.
  */
 #include <cmath>
 #include <cstring>

@@ -1,4 +1,6 @@
 /*
+ * Extends: kernel11_tma.cu; idea: a producer warpgroup copies K and V, consumer warpgroups only compute (warp specialisation)
+ *
  * Kernel 12: kernel 11 split into a producer and consumers (warp specialisation).
  *
  * What changes over kernel 11 (one idea: give the loads and the arithmetic
@@ -6,7 +8,7 @@
  * every warp computes, thread 0 also issues the copies, and each K/V tile
  * ends with a block-wide barrier (__syncthreads) before its buffer may be
  * refilled: the three warpgroups wait for the slowest of them once per tile,
- * and issue 14's Nsight Compute run put a third of the cycles between two
+ * and an Nsight Compute run of kernel 11 (RESULTS.md) put a third of the cycles between two
  * issued instructions at a block-wide barrier. Here the block has one more warpgroup, the
  * producer, whose one thread does nothing but issue the copies of K_j and V_j
  * into a ring of STAGES buffers; the consumer warpgroups only compute. They
@@ -41,7 +43,7 @@
  * [--causal], every kernel interleaved, 2026-11-23, commit 935357c), N = 4096:
  * 463.9 TFLOP/s at D = 64 and 539.7 at D = 128 against kernel 11's 359.1 and
  * 447.8 (+29%, +21%); causal 360.0 and 447.9 against 292.6 and 386.3 (+23%,
- * +16%). In the run beside PyTorch's SDPA (README.md, issue 14's table): 473.3
+ * +16%). In the run beside PyTorch's SDPA (RESULTS.md, the table with FlashAttention-2 and cuDNN): 473.3
  * and 544.7, 106% and 94% of cuDNN's 447.8 and 580.0.
  */
 #include <cmath>

@@ -1,4 +1,7 @@
 /*
+ * Extends: kernel12_warp_specialized.cu; idea: the softmax of tile j runs while P_{j-1} V_{j-1} is on the tensor cores
+ * Code: overlap.cuh with PINGPONG = false
+ *
  * Kernel 13: kernel 12 with the softmax of tile j run under the product of tile j-1.
  *
  * What changes over kernel 12 (one idea: software-pipeline the consumer's

@@ -1,4 +1,7 @@
 /*
+ * Extends: kernel13_overlap.cu; idea: the two consumer warpgroups take turns at the tensor cores (ping-pong)
+ * Code: overlap.cuh with PINGPONG = true
+ *
  * Kernel 14: kernel 13 with its two consumer warpgroups taking turns at the tensor cores (ping-pong).
  *
  * What changes over kernel 13 (one idea: schedule the warpgroups against each

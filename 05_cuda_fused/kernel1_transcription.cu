@@ -20,7 +20,7 @@
  * median of 10, commit 5c77e18): 25.818 ms, 2.66 TFLOP/s, 0.12x the naive
  * cuBLAS baseline (2.972 ms).
  * Below the 5 TFLOP/s this step aimed for: the per-thread K/V reads are the
- * cost, which is what kernel 2 removes. Full output: README.md.
+ * cost, which is what kernel 2 removes. Full output: RESULTS.md.
  */
 #include <cmath>
 

@@ -1,4 +1,6 @@
 /*
+ * Extends: kernel1_transcription.cu; idea: each K/V tile read once into shared memory and shared by the whole block
+ *
  * Kernel 2: shared-memory tiles. One thread block per (batch, head, Q tile
  * of BR = 64 rows); K and V walked in tiles of BC = 64 rows, each loaded
  * ONCE into shared memory and used by all 64 query rows of the block.
@@ -47,7 +49,7 @@
  * Measured on the H100 80GB HBM3 (./step05, B=2 H=8 N=4096 D=64, fp32,
  * median of 10, commit 5c77e18): 2.670 ms, 25.74 TFLOP/s, 1.11x the naive
  * cuBLAS baseline (2.972 ms, 23.12 TFLOP/s) in the same run. Full output:
- * README.md.
+ * RESULTS.md.
  */
 #include <cmath>
 

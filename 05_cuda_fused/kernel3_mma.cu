@@ -1,4 +1,6 @@
 /*
+ * Extends: kernel2_smem_tiles.cu; idea: both matrix products on the tensor cores (mma.sync, fp16/bf16)
+ *
  * Kernel 3: tensor cores. fp16 / bf16 inputs, the two matrix products of the
  * tile loop on mma.sync m16n8k16, fp32 softmax state and fp32 accumulation.
  *
@@ -34,7 +36,7 @@
  * Measured on the H100 (NVIDIA H100 80GB HBM3, commit 5c77e18, fp16, N = 4096,
  * FlashAttention's shapes B = 16384/N, H = 2048/D; ./step05 --bench --dtype fp16):
  * 169.9 TFLOP/s at D = 64 (56% of FlashAttention-2's 302), 187.2 TFLOP/s at
- * D = 128 (56% of its 335). Full table: 05_cuda_fused/README.md.
+ * D = 128 (56% of its 335). Full table: 05_cuda_fused/RESULTS.md.
  */
 #include <cmath>
 

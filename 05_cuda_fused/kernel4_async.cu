@@ -1,4 +1,6 @@
 /*
+ * Extends: kernel3_mma.cu; idea: K/V tile j+1 copied by cp.async while the tensor cores work on tile j
+ *
  * Kernel 4: kernel 3 with the K/V tiles loaded by cp.async, double-buffered:
  * tile j+1 travels from global memory to shared memory while the tensor
  * cores work on tile j.
@@ -18,7 +20,7 @@
  * Measured on the H100 (NVIDIA H100 80GB HBM3, commit 35e3646, fp16, N = 4096,
  * FlashAttention's shapes B = 16384/N, H = 2048/D; ./step05 --bench --dtype fp16):
  * 189.8 TFLOP/s at D = 64 (63% of FlashAttention-2's 302), 202.9 TFLOP/s at
- * D = 128 (61% of its 335). Full table: 05_cuda_fused/README.md.
+ * D = 128 (61% of its 335). Full table: 05_cuda_fused/RESULTS.md.
  */
 #include <cmath>
 

@@ -1,4 +1,6 @@
 /*
+ * Extends: kernel4_async.cu; idea: BR = 128 rows on 8 warps, and the mask built only on the tiles that need it
+ *
  * Kernel 5: kernel 4 with a taller Q tile and a leaner inner loop.
  *
  * What changes over kernel 4 (the idea: spend fewer instructions per mma):
@@ -15,7 +17,7 @@
  * Measured on the H100 (NVIDIA H100 80GB HBM3, commit 35e3646, fp16, N = 4096,
  * FlashAttention's shapes B = 16384/N, H = 2048/D; ./step05 --bench --dtype fp16):
  * 201.1 TFLOP/s at D = 64 (67% of FlashAttention-2's 302), 213.9 TFLOP/s at
- * D = 128 (64% of its 335). Full table: 05_cuda_fused/README.md.
+ * D = 128 (64% of its 335). Full table: 05_cuda_fused/RESULTS.md.
  */
 #include <cmath>
 

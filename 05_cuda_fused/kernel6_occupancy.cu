@@ -1,4 +1,6 @@
 /*
+ * Extends: kernel5_wide.cu; idea: at most 128 registers at D = 64, so that two blocks share an SM
+ *
  * Kernel 6: kernel 5 with its register budget set for occupancy.
  *
  * What changes over kernel 5 (one idea: occupancy through the register cap).
@@ -20,7 +22,7 @@
  *   D = 64,  N = 4096: 254.3 TFLOP/s (kernel 5: 201.4), 84% of FlashAttention-2's 302
  *   D = 128, N = 4096: 260.8 TFLOP/s (kernel 5: 217.3), 78% of its 335
  *   N = 1024 / 16384: 231.4 / 256.6 at D = 64, 230.4 / 269.3 at D = 128.
- * Still short of the 90% target; see README.md for what is left.
+ * Still short of the 90% target; RESULTS.md has what came next.
  */
 #include <cmath>
 

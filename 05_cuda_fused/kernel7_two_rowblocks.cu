@@ -1,4 +1,6 @@
 /*
+ * Extends: kernel6_occupancy.cu; idea: 32 query rows per warp: each K/V fragment read from shared memory feeds two mma
+ *
  * Kernel 7: kernel 6 with 32 query rows per warp instead of 16.
  *
  * What changes over kernel 6 (one idea: reuse each fragment read from shared
@@ -28,7 +30,7 @@
  * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
  * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
  * 263.7 TFLOP/s at D = 64 and 317.0 at D = 128, against kernel 6's 253.6 and
- * 254.6: +4% and +25%. README.md has the table.
+ * 254.6: +4% and +25%. RESULTS.md has the table.
  */
 #include <cmath>
 

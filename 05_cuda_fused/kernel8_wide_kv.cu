@@ -1,4 +1,6 @@
 /*
+ * Extends: kernel7_two_rowblocks.cu; idea: K/V tiles of 128 keys at D = 64: fixed costs per tile spread over more keys
+ *
  * Kernel 8: kernel 7 with a K/V tile of 128 keys instead of 64 at D = 64.
  *
  * What changes over kernel 7 (one idea: spread each K/V tile's fixed costs
@@ -25,7 +27,7 @@
  * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
  * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
  * 287.8 TFLOP/s at D = 64 against kernel 7's 263.7: +9%. At D = 128 (kernel
- * 7's code) 315.8 against 317.0: the same program timed twice. README.md.
+ * 7's code) 315.8 against 317.0: the same program timed twice. RESULTS.md.
  */
 #include <cmath>
 

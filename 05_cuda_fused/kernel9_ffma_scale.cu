@@ -1,4 +1,6 @@
 /*
+ * Extends: kernel8_wide_kv.cu; idea: the softmax scale folded into the exponent's FFMA: one instruction per score fewer
+ *
  * Kernel 9: kernel 8 with the softmax scale folded into the exponent's FFMA.
  *
  * What changes over kernel 8 (one idea: one floating-point instruction per
@@ -16,7 +18,7 @@
  * What it costs: nothing in registers or memory. The rounding differs from
  * kernel 8 by one step (a fused multiply-add instead of a rounded product and
  * a rounded difference), well inside the accuracy rule step05 --check applies.
- * Kernel 6 tried the same fold and gained nothing (README.md): there the
+ * Kernel 6 tried the same fold and gained nothing (RESULTS.md): there the
  * shared-memory reads, not the FP32 pipe, held it back. Here they are halved
  * (kernel 7), and the FMUL sat between the two mma phases of every tile.
  * Everything else is kernel 8's, repeated on purpose so the file reads alone.
@@ -31,7 +33,7 @@
  * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
  * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
  * 326.7 TFLOP/s at D = 128 against kernel 8's 315.8: +3%; at D = 64 289.0
- * against 287.8: nothing. README.md has the table.
+ * against 287.8: nothing. RESULTS.md has the table.
  */
 #include <cmath>
 

@@ -112,4 +112,56 @@ const BackwardKernel *bwd_kernel(int id); /* NULL if no such id */
 }
 #endif
 
+/* --- the decode kernels (decodeN_*.cu), registered the same way ---------------------
+ *
+ * Generation's attention: each of B sequences has n new query rows (1 for the next token, up to 16 for
+ * speculative decoding's verify step) at its newest positions, against a cache of its len_b keys and
+ * values, the new rows' own included; causal among the new rows (row i sits at position len_b - n + i
+ * and sees keys 0 .. len_b - n + i). Hq query heads share Hkv key/value heads (Hq a multiple of Hkv:
+ * multi-head Hkv = Hq, grouped-query, multi-query Hkv = 1): query head hq reads KV head hq / (Hq / Hkv). */
+typedef struct {
+    long B, Hq, Hkv, D;
+    long n;              /* new query rows per sequence, 1 .. 16 */
+    long max_len;        /* the longest len_b; the contiguous cache holds max_len rows per (sequence, KV head) */
+    const int *len;      /* device [B]: len_b, n <= len_b <= max_len */
+    int dtype;
+    const void *q;       /* [B, Hq, n, D] */
+    void *o;             /* [B, Hq, n, D] */
+    const void *k, *v;   /* the contiguous cache: [B, Hkv, max_len, D] each */
+    /* the paged cache (vLLM's): pools of pages of `page` keys, a block table naming sequence b's i-th page;
+     * pages in any order, and shared between sequences (a common prefix is stored once) */
+    const void *k_pool, *v_pool; /* [pages, Hkv, page, D] each */
+    const int *table;    /* device [B, max_pages] */
+    long page, max_pages;
+} DecodeArgs;
+
+typedef struct DecodeKernel {
+    int id;                 /* the N of --decode --kernel N and of decodeN_*.cu */
+    const char *name, *idea;
+    unsigned dtypes;        /* 1u << DT_* it accepts */
+    int (*supports_dim)(long D);
+    int paged;              /* 1: reads k_pool/v_pool through the table; 0: the contiguous k, v */
+    /* Device bytes of scratch for a's shape (the split's partial states), allocated once by the caller;
+     * NULL: none. */
+    size_t (*workspace)(const DecodeArgs *a);
+    /* Launches on stream s, checks each launch, does not synchronise; 0, or -1 after one line. */
+    int (*launch)(const DecodeArgs *a, void *ws, void *s);
+    /* One line: the grid and tiles it uses for a's shape ("S = 8 splits of 512 keys, 256 blocks"). */
+    void (*describe)(const DecodeArgs *a, char *buf, size_t n);
+    const char *(*unavailable)(void);
+} DecodeKernel;
+
+#define DECODE_UNAVAILABLE(k) ((k)->unavailable ? (k)->unavailable() : (const char *)0)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+int decode_register(const DecodeKernel *k);
+#define DECODE_REGISTER(k) [[maybe_unused]] static const int decode_registered_##k = decode_register(&(k))
+const DecodeKernel *const *decode_kernels(int *n_out);
+const DecodeKernel *decode_kernel(int id); /* NULL if no such id */
+#ifdef __cplusplus
+}
+#endif
+
 #endif

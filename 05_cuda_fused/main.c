@@ -34,6 +34,7 @@
 #include "backward.h"
 #include "driver.h"
 #include "alibi.h"
+#include "decode.h"
 #include "../01_naive/naive.h"
 
 #include <math.h>
@@ -192,6 +193,7 @@ static int run_checks(long only, int fwd, int bwd)
         problem_free(&p);
     }
     if (bwd) bwd_run_checks(fwd ? 0 : only);
+    if (fwd && bwd && !only) decode_run_checks(0); /* the whole grid: the decode kernels' too (decode.c) */
     return report_finish();
 }
 
@@ -399,7 +401,8 @@ static void usage(const Opts *o)
            "                         the benchmark shapes; with --check: only the backward's checks; --kernel N: backward kernel N\n"
            "  --alibi                the kernels with a score modifier (2, 3) with ALiBi, vs float64 with the bias, timed\n"
            "  --sanitize-shapes      run each kernel once at N = 65, 257 (for make sanitize; --kernel K[-M]: only those;\n"
-           "                         with --backward: only the backward kernels)\n");
+           "                         with --backward: only the backward kernels; with --decode: only the decode kernels)\n");
+    decode_usage();
 }
 
 /* The step's rule for head dims, decidable without a GPU: the fp32 kernels
@@ -412,13 +415,23 @@ static int dim_ok(int dtype, long D)
 int main(int argc, char **argv)
 {
     Opts o;
+    DecodeOpts dec;
     int bench = 0, sanitize = 0, backward = 0, alibi = 0;
     opts_expand(&argc, &argv);
     opts_init(&o, "step05", OPT_SHAPE | OPT_DTYPE | OPT_CAUSAL | OPT_KERNEL | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK |
                   OPT_NPY, (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16));
-    o.B = 2; o.H = 8; o.N = 4096; o.D = 64; o.repeat = 10;
+    decode_opts_init(&dec);
+    for (int i = 1; i < argc; i++) dec.on |= !strcmp(argv[i], "--decode");
+    if (dec.on) { o.B = 8; o.H = 32; o.N = 4096; o.D = 128; o.dtype = DT_FP16; } /* --decode's shape: --heads Hq, --seq L */
+    else { o.B = 2; o.H = 8; o.N = 4096; o.D = 64; }
+    o.repeat = 10;
     for (int i = 1; i < argc; i++) {
         if (opts_parse_common(&o, argc, argv, &i)) continue;
+        const int at = i;
+        if (decode_parse(&dec, argc, argv, &i)) {
+            if (!dec.on) usage_error("option %s goes with --decode (see --help)", argv[at]);
+            continue;
+        }
         if (!strcmp(argv[i], "--bench")) { bench = 1; continue; }
         if (!strcmp(argv[i], "--sanitize-shapes")) { sanitize = 1; continue; }
         if (!strcmp(argv[i], "--backward")) { backward = 1; continue; }
@@ -427,6 +440,17 @@ int main(int argc, char **argv)
     }
     if (o.help) { usage(&o); return 0; }
     opts_validate(&o, dtype_size(o.dtype));
+    if (dec.on) {
+        if (backward || alibi || o.causal || o.qfile || o.outfile)
+            usage_error("option --decode runs on its own (causal among the new rows by definition; not with --backward, "
+                        "--alibi, --causal or .npy files)");
+        decode_validate(&o, &dec);
+        if (!o.check && !sanitize && !gpu_available())
+            printf("step05 --decode runs the decode kernels, and needs an NVIDIA GPU: this machine has none usable (or this "
+                   "build has no CUDA).\n05_cuda_fused/README.md has the real output of an H100.\n");
+        gpu_require();
+        return decode_main(&o, &dec, bench, sanitize);
+    }
     if (o.check && o.kernel != o.kernel_last) usage_error("option --kernel: --check takes one kernel, not the range %ld-%ld", o.kernel, o.kernel_last);
     if (!bench) opts_gpu_grid(&o, 16); /* the smallest row tile of any kernel; --bench chooses its own shapes */
     if (!bench && !backward && !dim_ok(o.dtype, o.D))

@@ -1,7 +1,7 @@
 /*
  * registry.cu: the lists of step 05's kernels, filled by FUSED_REGISTER in
- * each kernelN_*.cu (the forward) and BWD_REGISTER in each bwdN_*.cu (the
- * backward) before main runs.
+ * each kernelN_*.cu (the forward), BWD_REGISTER in each bwdN_*.cu (the
+ * backward) and DECODE_REGISTER in each decodeN_*.cu before main runs.
  */
 #include "kernels.h"
 
@@ -70,5 +70,38 @@ const BackwardKernel *bwd_kernel(int id)
 {
     for (int i = 0; i < g_nbwd; i++)
         if (g_bwd[i]->id == id) return g_bwd[i];
+    return NULL;
+}
+
+// --- the decode kernels: the same list again ----------------------------------------------
+
+static const DecodeKernel *g_dec[MAX_KERNELS];
+static int g_ndec;
+
+int decode_register(const DecodeKernel *k)
+{
+    if (g_ndec == MAX_KERNELS) {
+        fprintf(stderr, "decode_register: more than %d decode kernels\n", MAX_KERNELS);
+        exit(1);
+    }
+    int i = g_ndec++;
+    while (i > 0 && g_dec[i - 1]->id > k->id) { /* keep id order */
+        g_dec[i] = g_dec[i - 1];
+        i--;
+    }
+    g_dec[i] = k;
+    return i;
+}
+
+const DecodeKernel *const *decode_kernels(int *n_out)
+{
+    *n_out = g_ndec;
+    return g_dec;
+}
+
+const DecodeKernel *decode_kernel(int id)
+{
+    for (int i = 0; i < g_ndec; i++)
+        if (g_dec[i]->id == id) return g_dec[i];
     return NULL;
 }

@@ -12,7 +12,7 @@
  * (tile-major, last row tile first: the "longest processing time first" rule)
  * so that the short ones fill the last wave. Head-major with each head's tiles
  * reversed is not enough: the last heads' longest tiles then start last, and
- * the grid's tail is a full-length block (06_causal/README.md: 1.3x to 1.6x
+ * the grid's tail is a full-length block (06_causal/RESULTS.md: 1.3x to 1.6x
  * faster than non-causal with that order in one H100 run, 1.7x to 2.1x with
  * this one in a later run; not timed side by side).
  */

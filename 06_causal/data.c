@@ -143,8 +143,7 @@ void corpus_lag_copy(Corpus *c, size_t n_chars, int V, int lag, uint64_t seed)
 
 // --- a text file -----------------------------------------------------------------------------
 
-/* The next UTF-8 code point at s[*i] (advancing *i), or -1 if the bytes there are not UTF-8. */
-static long utf8_next(const unsigned char *s, size_t n, size_t *i)
+long utf8_next(const unsigned char *s, size_t n, size_t *i)
 {
     const unsigned char b = s[*i];
     int len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
@@ -158,6 +157,19 @@ static long utf8_next(const unsigned char *s, size_t n, size_t *i)
     if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return -1; // overlong, out of range
     *i += len;
     return cp;
+}
+
+int utf8_put(uint32_t cp, char *buf)
+{
+    if (cp < 0x80) { buf[0] = (char)cp; return 1; }
+    if (cp < 0x800) { buf[0] = (char)(0xc0 | cp >> 6); buf[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
+    if (cp < 0x10000) {
+        buf[0] = (char)(0xe0 | cp >> 12); buf[1] = (char)(0x80 | (cp >> 6 & 0x3f)); buf[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    buf[0] = (char)(0xf0 | cp >> 18); buf[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+    buf[2] = (char)(0x80 | (cp >> 6 & 0x3f)); buf[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
 }
 
 void corpus_load(Corpus *c, const char *path, int T)

@@ -45,6 +45,12 @@ void corpus_val_batch(const Corpus *c, int k, int nb, int B, int T, int *x, int 
  * training split (bigram counts, add-0.1 smoothing), in nats. */
 double corpus_bigram_floor(const Corpus *c);
 
+/* UTF-8, for --data files and for --generate's prompt and text: the next code point of s[*i .. n)
+ * (advancing *i), or -1 if the bytes there are not UTF-8; and code point cp written into buf (at most 4
+ * bytes), returning the byte count. */
+long utf8_next(const unsigned char *s, size_t n, size_t *i);
+int utf8_put(uint32_t cp, char *buf);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,6 +21,7 @@
 #include "common.h"
 #include "gpt.h"
 #include "causal.h"
+#include "../04_online_softmax/flash.h"
 
 #include <math.h>
 #include <string.h>
@@ -427,6 +428,81 @@ double gpt_forward(GPT *m, const int *tokens, const int *targets, int B, int T, 
     double sum = 0.0;
     for (size_t i = 0; i < BT; i++) sum += a->losses[i];
     return sum / BT;
+}
+
+// --- decode: the same layers, n new rows at a time, K and V from the cache ------------------------
+
+/* The scratch of one gpt_decode call, per row: x, ln, atty, attproj, res2, lnf (C each), qkv (3C),
+ * fch and its GELU (4C each), q and o of the heads (C each), and LayerNorm's mean and rstd. */
+static size_t decode_row_floats(const GPTConfig *c) { return (size_t)c->C * (6 + 3 + 8 + 2) + 2; }
+
+int kv_cache_init(KVCache *kv, const GPTConfig *c, int max_new, long split, long BC)
+{
+    memset(kv, 0, sizeof *kv);
+    kv->max_new = max_new;
+    kv->split = split;
+    kv->BC = BC;
+    const size_t per = (size_t)c->L * c->T * c->C;               // [L, H, T, D] = L T C floats
+    kv->bytes = 2 * per * sizeof(float);
+    kv->k = tmalloc(per * sizeof(float));
+    kv->v = tmalloc(per * sizeof(float));
+    kv->scratch = tmalloc((size_t)max_new * decode_row_floats(c) * sizeof(float));
+    if (!kv->k || !kv->v || !kv->scratch) { kv_cache_free(kv); return -1; }
+    return 0;
+}
+
+void kv_cache_free(KVCache *kv)
+{
+    tfree(kv->k); tfree(kv->v); tfree(kv->scratch);
+    memset(kv, 0, sizeof *kv);
+}
+
+int gpt_decode(GPT *m, KVCache *kv, const int *tokens, int n, float *logits)
+{
+    const int V = m->cfg.V, L = m->cfg.L, H = m->cfg.H, C = m->cfg.C, D = C / H, T = m->cfg.T, pos0 = kv->len;
+    if (n < 1 || n > kv->max_new || pos0 + n > T) {
+        fprintf(stderr, "%s: gpt_decode: %d new rows at position %d: the cache holds %d positions, %d rows a call\n",
+                g_prog, n, pos0, T, kv->max_new);
+        return -1;
+    }
+    const Params *p = &m->params;
+    float *x = kv->scratch, *ln = x + (size_t)n * C, *atty = ln + (size_t)n * C, *attproj = atty + (size_t)n * C;
+    float *res2 = attproj + (size_t)n * C, *lnf = res2 + (size_t)n * C, *qkv = lnf + (size_t)n * C;
+    float *fch = qkv + (size_t)n * 3 * C, *fchg = fch + (size_t)n * 4 * C, *q = fchg + (size_t)n * 4 * C;
+    float *o = q + (size_t)n * C, *mean = o + (size_t)n * C, *rstd = mean + n;
+    for (int r = 0; r < n; r++)                                   // x = wte[token] + wpe[position]
+        for (int c = 0; c < C; c++) x[r * C + c] = p->wte[(size_t)tokens[r] * C + c] + p->wpe[(size_t)(pos0 + r) * C + c];
+    for (int l = 0; l < L; l++) {
+        layernorm_forward(ln, mean, rstd, x, p->ln1w + l * C, p->ln1b + l * C, n, C);
+        matmul_forward(qkv, ln, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, n, C, 3 * C);
+        for (int h = 0; h < H; h++) {
+            float *kc = kv->k + (((size_t)l * H + h) * T) * D, *vc = kv->v + (((size_t)l * H + h) * T) * D; // [T, D]
+            for (int r = 0; r < n; r++)
+                for (int d = 0; d < D; d++) {
+                    const float *row = qkv + (size_t)r * 3 * C + h * D + d;
+                    q[((size_t)h * n + r) * D + d] = m->score_scale * row[0]; // q, with the score scale as gpt_forward
+                    kc[(size_t)(pos0 + r) * D + d] = row[C];                  // k and v of the new rows: into the
+                    vc[(size_t)(pos0 + r) * D + d] = row[2 * C];              // cache at their positions
+                }
+            /* the new rows against every position cached, their own included: causal attention's last rows */
+            if (flash_decode_cpu(q + (size_t)h * n * D, kc, vc, o + (size_t)h * n * D, n, pos0 + n, D, kv->BC, kv->split) != 0) {
+                mem_oom_line(mem_refused(), "gpt_decode's attention tiles");
+                return -1;
+            }
+        }
+        merge_heads(atty, o, C, 1.0f, 1, n, H, D);
+        matmul_forward(attproj, atty, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, n, C, C);
+        residual_forward(res2, x, attproj, (size_t)n * C);
+        layernorm_forward(ln, mean, rstd, res2, p->ln2w + l * C, p->ln2b + l * C, n, C);
+        matmul_forward(fch, ln, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, n, C, 4 * C);
+        gelu_forward(fchg, fch, (size_t)n * 4 * C);
+        matmul_forward(attproj, fchg, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, n, 4 * C, C);
+        residual_forward(x, res2, attproj, (size_t)n * C);          // the stream leaving layer l
+    }
+    layernorm_forward(lnf, mean, rstd, x, p->lnfw, p->lnfb, n, C);
+    matmul_forward(logits, lnf, p->wte, NULL, n, C, V);           // the output head is wte, tied
+    kv->len += n;
+    return 0;
 }
 
 int gpt_backward(GPT *m, const int *tokens, const int *targets, int B, int T)

@@ -153,6 +153,30 @@ double gpt_forward(GPT *m, const int *tokens, const int *targets, int B, int T, 
 int gpt_backward(GPT *m, const int *tokens, const int *targets, int B, int T);
 /* One AdamW step on m->grads (betas 0.9, 0.95, eps 1e-8). */
 void gpt_adamw(GPT *m, float lr, float weight_decay);
+/* --------------------------------------------------------------- decode with a KV cache */
+
+/* Generation (--generate): one new token at a time, each a single query row. Its keys and values are
+ * appended to a cache and every earlier position's are read back from it, instead of recomputing the
+ * whole prefix through every layer for each token (the book's Chapter 13). */
+typedef struct {
+    int len;          /* positions cached so far (0 .. cfg.T) */
+    int max_new;      /* the most rows one gpt_decode call takes (16) */
+    long split;       /* S: the keys of each row split into S chunks, merged (flash_decode_cpu; 1: one pass) */
+    long BC;          /* the K/V tile of the attention (the tiled attention's, so that S = 1 is its loop) */
+    float *k, *v;     /* [L, H, T, D] each: the cache */
+    float *scratch;   /* the activations of max_new rows, one layer at a time */
+    size_t bytes;     /* what the cache (k and v) takes */
+} KVCache;
+/* The cache for model config c: 0, or -1 if it does not fit under the memory limit. */
+int kv_cache_init(KVCache *kv, const GPTConfig *c, int max_new, long split, long BC);
+void kv_cache_free(KVCache *kv);
+/* The n (1 .. max_new) tokens at positions kv->len .. kv->len + n - 1 through the model: each layer's k and v
+ * of the new rows written into the cache, then the new rows' attention against every cached position
+ * (causal among the new rows) by flash_decode_cpu, the rest of the layer row by row as gpt_forward does it.
+ * logits [n, V] get each new row's logits; kv->len grows by n. 0, or -1 (one line why) if the cache is full
+ * or n is out of range, or the attention's buffers do not fit. */
+int gpt_decode(GPT *m, KVCache *kv, const int *tokens, int n, float *logits);
+
 /* ./step06 --check: each layer's backward (LayerNorm, linear, GELU, cross-entropy) against finite differences
  * of its own forward on unit-scale inputs (PASS/FAIL lines). */
 void gpt_layer_checks(void);

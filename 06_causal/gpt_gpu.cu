@@ -728,3 +728,135 @@ extern "C" void gpt_gpu_adamw(GPTGpu *m, float lr, float weight_decay)
     const float c1 = 1.0f - powf(0.9f, (float)m->step), c2 = 1.0f - powf(0.95f, (float)m->step); // bias corrections
     LAUNCH_1D(adamw, m->num_params, m->params_mem, m->grads_mem, m->m_mem, m->v_mem, m->num_params, lr, weight_decay, c1, c2);
 }
+
+// --- decode with a KV cache (--generate --device gpu): gpt.c's gpt_decode, call for call ----------------
+
+/* x[r] = wte[token r] + wpe[pos0 + r]: encoder_forward for n new rows at their positions. */
+__global__ void encoder_forward_at(float *out, const int *tokens, const float *wte, const float *wpe, int n, int pos0, int C)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)n * C) return;
+    const int r = (int)(i / C), c = (int)(i % C);
+    out[i] = wte[(size_t)tokens[r] * C + c] + wpe[(size_t)(pos0 + r) * C + c];
+}
+
+/* The new rows' q [H, n, D] (times the score scale), and their k and v into the cache [H, T, D] of this
+ * layer at positions pos0 .. pos0 + n - 1 (gpt_decode's loop over heads, one thread per element). */
+__global__ void kv_append(float *q, float *kc, float *vc, const float *qkv, int n, int pos0, int H, int D, int T,
+                          float sigma)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)H * n * D) return;
+    const int d = (int)(i % D), r = (int)(i / D % n), h = (int)(i / D / n), C = H * D;
+    const float *row = qkv + (size_t)r * 3 * C + h * D + d;
+    q[i] = sigma * row[0];
+    kc[((size_t)h * T + pos0 + r) * D + d] = row[C];
+    vc[((size_t)h * T + pos0 + r) * D + d] = row[2 * C];
+}
+
+enum { DEC_MAX_NEW = 16 };
+
+struct GpuDecoder {
+    GPTGpu m;                     /* the model (B = 1); its own forward serves the check's full forward */
+    float *kc, *vc;               /* [L, H, T, D] each: the cache */
+    float *rows;                  /* the activations of DEC_MAX_NEW rows, gpt_decode's scratch */
+    int *tokens, *len_d;
+    int len;
+    const DecodeKernel *dk;       /* step 05's decode kernel 1: fp32, one thread per query row */
+    char what[192];
+};
+
+extern "C" GpuDecoder *gpt_gpu_decoder_open(const GPTConfig *c, const float *params)
+{
+    GpuDecoder *g = (GpuDecoder *)xmalloc(sizeof *g, "GPU decoder");
+    memset(g, 0, sizeof *g);
+    g->dk = decode_kernel(1);
+    if (!g->dk || !g->dk->supports_dim(c->C / c->H)) {
+        fprintf(stderr, "%s: --generate --device gpu: decode kernel 1 does not take this model's D = %d (16, 32, 64, 128)\n",
+                g_prog, c->C / c->H);
+        tfree(g);
+        return nullptr;
+    }
+    if (gpt_gpu_build(&g->m, c, 1, &GPU_ATTN_FUSED, 1.0f, params, 1) != 0) { tfree(g); return nullptr; }
+    const size_t cache = (size_t)c->L * c->T * c->C, per_row = (size_t)c->C * 19 + 2 + c->V;
+    g->kc = (float *)dmalloc_try(cache * sizeof(float));
+    g->vc = g->kc ? (float *)dmalloc_try(cache * sizeof(float)) : nullptr;
+    g->rows = g->vc ? (float *)dmalloc_try(DEC_MAX_NEW * per_row * sizeof(float)) : nullptr;
+    g->tokens = g->rows ? (int *)dmalloc_try(DEC_MAX_NEW * sizeof(int)) : nullptr;
+    g->len_d = g->tokens ? (int *)dmalloc_try(sizeof(int)) : nullptr;
+    if (!g->len_d) {
+        char b1[32], b2[32], lim[160];
+        const size_t want = (2 * cache + DEC_MAX_NEW * per_row) * sizeof(float) + (DEC_MAX_NEW + 1) * sizeof(int);
+        fprintf(stderr, "%s: out of device memory: asked for %zu bytes (%s) for the KV cache and decode rows, %s in use by "
+                "this program, %s\n", g_prog, want, fmt_bytes((double)want, b1, sizeof b1),
+                fmt_bytes((double)dmem_current(), b2, sizeof b2), dmem_limit_desc(lim, sizeof lim));
+        gpt_gpu_decoder_close(g);
+        return nullptr;
+    }
+    snprintf(g->what, sizeof g->what, "the fp32 model of --train --device gpu (cuBLAS SGEMM), each new row's attention by "
+             "step 05's decode kernel %d (%s)", g->dk->id, g->dk->name);
+    return g;
+}
+
+extern "C" const char *gpt_gpu_decoder_what(const GpuDecoder *g) { return g->what; }
+
+extern "C" void gpt_gpu_decoder_reset(void *d) { ((GpuDecoder *)d)->len = 0; }
+
+extern "C" int gpt_gpu_decoder_decode(void *d, const int *tokens, int n, float *logits)
+{
+    GpuDecoder *g = (GpuDecoder *)d;
+    GPTGpu *m = &g->m;
+    const int V = m->cfg.V, L = m->cfg.L, H = m->cfg.H, C = m->cfg.C, D = C / H, T = m->cfg.T, pos0 = g->len;
+    if (n < 1 || n > DEC_MAX_NEW || pos0 + n > T) {
+        fprintf(stderr, "%s: gpt_gpu_decoder_decode: %d new rows at position %d: the cache holds %d positions, %d rows a "
+                "call\n", g_prog, n, pos0, T, DEC_MAX_NEW);
+        return -1;
+    }
+    const Params *p = &m->params;
+    const size_t nC = (size_t)n * C;
+    float *x = g->rows, *ln = x + nC, *atty = ln + nC, *attproj = atty + nC, *res2 = attproj + nC, *lnf = res2 + nC;
+    float *qkv = lnf + nC, *fch = qkv + 3 * nC, *fchg = fch + 4 * nC, *q = fchg + 4 * nC, *o = q + nC;
+    float *mean = o + nC, *rstd = mean + n, *lg = rstd + n;
+    const int len = pos0 + n;
+    CUDA_CHECK(cudaMemcpy(g->tokens, tokens, (size_t)n * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(g->len_d, &len, sizeof(int), cudaMemcpyHostToDevice));
+    LAUNCH_1D(encoder_forward_at, nC, x, g->tokens, p->wte, p->wpe, n, pos0, C);
+    for (int l = 0; l < L; l++) {
+        float *kc = g->kc + (size_t)l * T * C, *vc = g->vc + (size_t)l * T * C;   /* this layer's [H, T, D] */
+        LAUNCH_ROWS(layernorm_forward, n, ln, mean, rstd, x, p->ln1w + l * C, p->ln1b + l * C, n, C);
+        matmul_forward(qkv, ln, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, n, C, 3 * C);
+        LAUNCH_1D(kv_append, nC, q, kc, vc, qkv, n, pos0, H, D, T, m->score_scale);
+        /* the new rows against every cached position: one sequence, H heads over H KV heads, its cache [H, T, D] */
+        const DecodeArgs a = {1, H, H, D, n, T, g->len_d, DT_FP32, q, o, kc, vc, nullptr, nullptr, nullptr, 0, 0};
+        if (g->dk->launch(&a, nullptr, nullptr) != 0) return -1;
+        LAUNCH_1D(merge_heads, nC, atty, o, C, 1.0f, 1, n, H, D);
+        matmul_forward(attproj, atty, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, n, C, C);
+        LAUNCH_1D(residual_forward, nC, res2, x, attproj, nC);
+        LAUNCH_ROWS(layernorm_forward, n, ln, mean, rstd, res2, p->ln2w + l * C, p->ln2b + l * C, n, C);
+        matmul_forward(fch, ln, p->fcw + (size_t)l * 4 * C * C, p->fcb + l * 4 * C, n, C, 4 * C);
+        LAUNCH_1D(gelu_forward, 4 * nC, fchg, fch, 4 * nC);
+        matmul_forward(attproj, fchg, p->fcprojw + (size_t)l * C * 4 * C, p->fcprojb + l * C, n, 4 * C, C);
+        LAUNCH_1D(residual_forward, nC, x, res2, attproj, nC);
+    }
+    LAUNCH_ROWS(layernorm_forward, n, lnf, mean, rstd, x, p->lnfw, p->lnfb, n, C);
+    matmul_forward(lg, lnf, p->wte, nullptr, n, C, V);
+    CUDA_CHECK(cudaMemcpy(logits, lg, (size_t)n * V * sizeof(float), cudaMemcpyDeviceToHost));
+    g->len = len;
+    return 0;
+}
+
+extern "C" int gpt_gpu_decoder_full(void *d, const int *tokens, int T, float *logits)
+{
+    GpuDecoder *g = (GpuDecoder *)d;
+    if (gpt_gpu_forward(&g->m, tokens, nullptr, 1, T) < 0) return -1;
+    CUDA_CHECK(cudaMemcpy(logits, g->m.acts.logits, (size_t)T * g->m.cfg.V * sizeof(float), cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+extern "C" void gpt_gpu_decoder_close(GpuDecoder *g)
+{
+    if (!g) return;
+    dfree(g->kc); dfree(g->vc); dfree(g->rows); dfree(g->tokens); dfree(g->len_d);
+    gpt_gpu_free(&g->m);
+    tfree(g);
+}

@@ -83,6 +83,18 @@ void gpt_gpu_adamw(GPTGpu *m, float lr, float weight_decay);
 /* Parameters and gradients back to the host (either may be NULL), num_params floats each. */
 void gpt_gpu_download(const GPTGpu *m, float *params, float *grads);
 
+/* --generate --device gpu: the model on the device with a KV cache (fp32, [L, H, T, D] per k and v), the new
+ * rows' attention by step 05's decode kernel 1 (fp32). The three calls generate.c's Decoder asks for:
+ * decode (n new tokens appended, their logits [n, V] to the host), reset (an empty cache), full (the whole
+ * window through gpt_gpu_forward, logits [T, V] to the host, for the check). open: NULL after one line. */
+typedef struct GpuDecoder GpuDecoder;
+GpuDecoder *gpt_gpu_decoder_open(const GPTConfig *c, const float *params);
+int gpt_gpu_decoder_decode(void *d, const int *tokens, int n, float *logits);
+void gpt_gpu_decoder_reset(void *d);
+int gpt_gpu_decoder_full(void *d, const int *tokens, int T, float *logits);
+const char *gpt_gpu_decoder_what(const GpuDecoder *d);
+void gpt_gpu_decoder_close(GpuDecoder *d);
+
 #ifdef __cplusplus
 }
 #endif

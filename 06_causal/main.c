@@ -34,6 +34,7 @@
 #include "../01_naive/naive.h"
 #include "causal.h"
 #include "train.h"
+#include "generate.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -243,6 +244,7 @@ static int run_checks(void)
         cpu_free(&c);
     }
     train_checks();
+    generate_checks();
     train_gpu_checks();
 #ifdef HAVE_CUDA
     if (gpu_available()) {
@@ -268,17 +270,20 @@ static void usage(const Opts *o)
     printf("  --mask absolute|relative   how the mask is built (default absolute; relative is the chapter's bug)\n"
            "  --alibi                    also the causal forward with ALiBi, a score modifier beside the mask\n");
     train_usage();
+    gen_usage();
 }
 
 int main(int argc, char **argv)
 {
     Opts o;
     TrainOpts t;
+    GenOpts g;
     int mode = MASK_ABSOLUTE, training = 0, alibi = 0, wrong = 0; /* wrong: a result that should be right is not */
     opts_expand(&argc, &argv);
     opts_init(&o, "step06", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK | OPT_DEVICE,
               (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16));
     train_opts_init(&t);
+    gen_opts_init(&g);
     for (int i = 1; i < argc; i++) training |= !strcmp(argv[i], "--train");
     if (training) { o.B = 8; o.H = 4; o.N = 128; o.D = 16; o.BR = 16; o.BC = 16; } /* the GPT of --train */
     else { o.B = 2; o.H = 4; o.N = 1024; o.D = 64; o.BR = 64; o.BC = 64; }
@@ -289,6 +294,10 @@ int main(int argc, char **argv)
         const int at = i;
         if (train_parse(&t, argc, argv, &i)) {
             if (!training) usage_error("option %s goes with --train (see --help)", argv[at]);
+            continue;
+        }
+        if (gen_parse(&g, argc, argv, &i)) {
+            if (strcmp(argv[at], "--generate") && !g.on) usage_error("option %s goes with --generate (see --help)", argv[at]);
             continue;
         }
         if (!strcmp(argv[i], "--mask")) {
@@ -302,6 +311,11 @@ int main(int argc, char **argv)
     if (o.help) { usage(&o); return 0; }
     opts_validate(&o, sizeof(float));
     if (o.check) return run_checks();
+    if (g.on) {
+        if (training || alibi || mode != MASK_ABSOLUTE || o.dtype != DT_FP32 || (o.given & 15) || o.csv)
+            usage_error("--generate takes --load, --prompt, --tokens, --temperature, --seed and --device (see --help)");
+        return generate_main(&o, &g);
+    }
     if (training) return train_main(&o, &t, mode != MASK_ABSOLUTE, alibi); /* train.c, and train_gpu.c for --device gpu */
 
     char eb[128];

@@ -21,6 +21,7 @@
 #include "data.h"
 #include "gpt.h"
 #include "train.h"
+#include "generate.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -260,6 +261,11 @@ int train_parse(TrainOpts *t, int argc, char **argv, int *i)
         t->lag_copy = parse_choice(a, opt_value(argc, argv, i), names, 2);
         return 1;
     }
+    if (!strcmp(a, "--save")) {
+        t->save = opt_value(argc, argv, i);
+        if (!*t->save) usage_error("option --save: empty file name");
+        return 1;
+    }
     if (!strcmp(a, "--data")) {
         t->data = opt_value(argc, argv, i);
         if (!*t->data) usage_error("option --data: empty file name");
@@ -319,6 +325,7 @@ int train_main(const Opts *o, const TrainOpts *t, int relative_mask, int alibi)
     train_setup(o, t, &s, &c);
     /* the CSV opened now: a path that cannot be written is bad input before the training, not after it */
     FILE *csv = o->csv ? csv_open(o->csv, "run,step,split,loss") : NULL;
+    FILE *save = t->save ? model_create(t->save) : NULL;   /* the same for --save's file */
     if (t->mem_limit) mem_set_limit(t->mem_limit);
     const double floor = corpus_bigram_floor(&c);
 
@@ -430,9 +437,22 @@ int train_main(const Opts *o, const TrainOpts *t, int relative_mask, int alibi)
         for (int i = 0; i < N_RUNS; i++) cvs[i] = &runs[i].cv, names[i] = runs[i].attn.name;
         train_csv_write(csv, o->csv, floor, N_RUNS, names, cvs, 1, S);
     }
+    int rc = EXIT_OK;
+    if (save) { /* the tiled run: the chapter's attention, trained; --generate writes text with it */
+        if (tl->nan_step) {
+            fprintf(stderr, "%s: --save: the tiled run's loss went NaN at step %ld: no weights to save\n", g_prog, tl->nan_step);
+            fclose(save);
+            rc = EXIT_FAIL;
+        } else if (model_write(save, t->save, &s.cfg, c.symbol, tl->model.params_mem) != 0) {
+            rc = EXIT_FAIL;
+        } else {
+            printf("wrote the tiled run's weights to %s (%zu parameters, %d symbols): ./step06 --generate --load %s\n",
+                   t->save, tl->model.num_params, c.V, t->save);
+        }
+    }
     runs_free(runs, N_RUNS);
     corpus_free(&c);
-    return EXIT_OK;
+    return rc;
 }
 
 // --- checks -----------------------------------------------------------------------------------

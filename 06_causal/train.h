@@ -22,6 +22,7 @@ typedef struct {
     int lag_copy;         /* --corpus lag-copy: the corpus of symbols copied from 12 back */
     size_t mem_limit;     /* --mem-limit, 0 if not given */
     int big;              /* --big: the larger GPU model, timed and walled over T (--device gpu) */
+    const char *save;     /* --save FILE: the tiled run's trained weights, for --generate (generate.c) */
     int steps_given, layers_given;
 } TrainOpts;
 

@@ -9,14 +9,21 @@
  *   multi      4 K/V tiles of 64, unit scores    not rescaled: finite and wrong here ...
  *   one_tile   N = 64, one tile                  ... and right here
  *   negative   half the rows score below -100    running max started at 0: those rows 0/0
- *   causal     causal, 4 row tiles               mask from tile-relative indices
- *   large      scores up to about 110            no running max: e^s overflows (fp32 too)
- * and one more that the chapter's own causal snippet has: it visits every
+ *   causal     causal, N = 200: 4 row tiles      mask from tile-relative indices; the last
+ *              the last one of 8 rows            partial K/V tile dropped (rows 192.. lose keys)
+ *   large      scores up to about 110            no running max: e^s overflows float32 (88.72)
+ *   huge       N = 300, scores 900 to 1100       no running max in float64 too (e^s overflows past
+ *                                                709.78); the last partial K/V tile (44 keys)
+ * The huge set's Q and K are small integers, so every score is an exact multiple of 1/8 in float32
+ * and the intact algorithm computes them exactly, in any order: the set is hard only for a missing max.
+ * And one more that the chapter's own causal snippet has: it visits every
  * K/V tile, so in a tile above the diagonal a row's scores are all masked,
- * m_tile = -inf and p = e^(-inf - (-inf)) = NaN (the causal set shows it)
- * and the diagnosis also tries the known breaks themselves on the same inputs
- * (Break 2 and both tile-relative masks at tiles of 16 to 128): a student's
- * output that equals one of them is named with its tile size. The set
+ * m_tile = -inf and p = e^(-inf - (-inf)) = NaN (the causal set shows it).
+ * The diagnosis also tries the known breaks themselves on the same inputs
+ * (Break 2 and both tile-relative masks at tiles of 16 to 128, attention at
+ * scale 1 instead of 1/sqrt(D), o not divided by l, keys past the last whole
+ * tile dropped, the tiled forward in fp16): a student's output that equals one
+ * of them is named. The set
  *   alibi      H = 8, rows 128.. point at key 0   ALiBi's bias after the running max, or tile-relative
  * grades the score modifier of the chapter's question 5.
  */
@@ -35,7 +42,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { GB = 1, GH = 2, GD = 64, GTILE = 64, NSETS = 6, ALIBI_SET = 5 };
+enum { GB = 1, GH = 2, GD = 64, GTILE = 64 };
+enum { S_MULTI, S_ONE, S_NEG, S_CAUSAL, S_LARGE, S_HUGE, S_ALIBI, NSETS };
+enum { INPUTS_HUGE = 100 }; /* the grader's own kind, beside breaks.h's INPUTS_*: small-integer Q, K */
 
 typedef struct {
     const char *name;
@@ -51,8 +60,9 @@ static const Set SETS[NSETS] = {
     {"multi", 256, 1, 0, INPUTS_RANDOM, "N = 256, several K/V tiles, unit-variance scores", GH, 0},
     {"one_tile", 64, 1, 0, INPUTS_RANDOM, "N = 64: one K/V tile of BC = 64", GH, 0},
     {"negative", 256, 1, 0, INPUTS_NEG_ROWS, "rows 0..127 of each head score below -100 against every key", GH, 0},
-    {"causal", 256, 1, 1, INPUTS_RANDOM, "causal mask, several row tiles", GH, 0},
+    {"causal", 200, 1, 1, INPUTS_RANDOM, "causal mask, N = 200: 4 row tiles, the last of 8 rows", GH, 0},
     {"large", 256, 24, 0, INPUTS_RANDOM, "large scores, up to about 110", GH, 0},
+    {"huge", 300, 1, 0, INPUTS_HUGE, "N = 300 (last K/V tile 44 keys), scores about 900 to 1100, exact", GH, 0},
     {"alibi", 256, 1, 0, INPUTS_FAR_KEY, "ALiBi, H = 8: rows 128.. point at key 0 (score 300)", 8, 1},
 };
 
@@ -61,19 +71,59 @@ static void path_of(char *buf, size_t n, const char *dir, const char *what, cons
     snprintf(buf, n, "%s/%s_%s.npy", dir, what, set);
 }
 
+static const long TILES[] = {16, 32, 64, 128};
+#define NTILES (sizeof TILES / sizeof *TILES)
+
 // --- the assignment -------------------------------------------------------------------
 
-int grade_assignment(const char *dir, unsigned long long seed)
+/* The huge set: q = 4 + {-1, 0, 1}, k = 31 + {-1, 0, 1} per element, so q . k is an integer near
+ * 64 * 4 * 31 = 7936 (every partial sum below 2^24: exact in float32 in any order) and s = q . k / 8 is
+ * exact too (908.4 to 1091.4 at the default --seed 0): each e^s overflows float64 (past 709.78), each s - m is exact.
+ * A row's softmax is spread over about 4 keys (the median of 1 / sum p^2 there). V as the other sets. */
+static void huge_inputs(float *q, float *k, float *v, long bh, long N, long D, uint64_t seed)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        usage_error("option --assignment: cannot make directory %s: %s", dir, strerror(errno));
+    const size_t n = (size_t)bh * N * D;
+    break_inputs(q, k, v, bh, N, D, 1, INPUTS_RANDOM, seed); /* V from the seed, fp16-rounded like every set */
+    Rng r;
+    rng_seed(&r, seed ^ 0x9e3779b97f4a7c15ull);
+    for (size_t i = 0; i < n; i++) q[i] = 4.0f + (float)(long)(rng_next(&r) % 3) - 1.0f;
+    for (size_t i = 0; i < n; i++) k[i] = 31.0f + (float)(long)(rng_next(&r) % 3) - 1.0f;
+}
+
+static void set_inputs(const Set *t, float *q, float *k, float *v, uint64_t seed)
+{
+    if (t->inputs == INPUTS_HUGE) huge_inputs(q, k, v, GB * t->H, t->N, GD, seed);
+    else break_inputs(q, k, v, GB * t->H, t->N, GD, t->scale, t->inputs, seed);
+}
+
+/* mkdir -p: dir and every missing parent. Exits 2 with one line if one cannot be made. */
+static void make_dirs(const char *dir)
+{
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) usage_error("option --assignment: directory name too long");
+    for (char *c = p + 1;; c++) {
+        const int end = *c == '\0';
+        if (!end && *c != '/') continue;
+        *c = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            usage_error("option --assignment: cannot make directory %s: %s", p, strerror(errno));
+        if (end) break;
+        *c = '/';
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) usage_error("option --assignment: %s is not a directory", dir);
+}
+
+int grade_assignment(const char *dir, unsigned long long seed, int print)
+{
+    make_dirs(dir);
     char path[4096];
     for (int s = 0; s < NSETS; s++) {
         const Set *t = &SETS[s];
         const size_t n = (size_t)GB * t->H * t->N * GD;
         const long shape[4] = {GB, t->H, t->N, GD};
         float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
-        break_inputs(q, k, v, GB * t->H, t->N, GD, t->scale, t->inputs, seed + 100 + s);
+        set_inputs(t, q, k, v, seed + 100 + s);
         const float *x[3] = {q, k, v};
         static const char *const qkv[3] = {"q", "k", "v"};
         for (int i = 0; i < 3; i++) {
@@ -92,28 +142,47 @@ int grade_assignment(const char *dir, unsigned long long seed)
                "BR = BC = 64, scale 1/sqrt(64), causal only for the set 'causal', ALiBi only for the set 'alibi'\n"
                "(add -slope_h * |i - j| to score (i, j) of head h, slope_h = 2^-(h+1) for h = 0..7: 1/2, 1/4, ..,\n"
                "1/256), and save the output O (same shape, float32) as out_SET.npy in this directory.\n"
+               "N is not always a multiple of 64: the last K/V tile (and row tile) of such a set is partial.\n"
                "Then the instructor runs: ./step07 --grade THIS_DIRECTORY\n\n");
     for (int s = 0; s < NSETS; s++)
         fprintf(f, "  %-9s %s%s\n", SETS[s].name, SETS[s].what, SETS[s].causal ? " (run it causal)" : "");
     fprintf(f, "\n(ALiBi, the paper's bias for a causal model, is -slope * (i - j); here, without a mask, -slope * |i - j|.)\n");
+    fprintf(f, "\nPrecision: float32 throughout (s, m, l, o and the output), as a GPU kernel keeps its softmax\n"
+               "state. NumPy leaves float32 silently as soon as a float64 value enters: 1/np.sqrt(D) is a float64\n"
+               "scalar, and in NumPy 2 a float32 array times a float64 scalar is float64; np.full(..., -np.inf) and\n"
+               "np.zeros(...) without a dtype are float64 arrays. Then s (from the scale on), e^s, l and o are\n"
+               "float64, and e^s overflows only past s = 709.78 instead of 88.72. To stay in float32:\n"
+               "  scale = np.float32(1 / np.sqrt(D))                      # or D ** -0.5: a Python float does not promote\n"
+               "  m = np.full((B, H, BR, 1), -np.inf, dtype=np.float32)    # every array you make: dtype=np.float32\n"
+               "  l = np.zeros((B, H, BR, 1), dtype=np.float32)\n"
+               "  o = np.zeros_like(q[:, :, :BR])                          # (zeros_like keeps q's float32)\n"
+               "  assert out.dtype == np.float32                          # before np.save\n"
+               "The grader takes float64 files (it rounds them to float32 and says so), and it notes a run whose\n"
+               "errors are those of float64, not float32; the set 'huge' fails a missing running max in either.\n");
     fprintf(f, "\nIn Python (numpy; PyTorch: torch.from_numpy(np.load(...)) and np.save(path, o.numpy())):\n"
                "  import numpy as np\n"
                "  q, k, v = (np.load(f'%s/{x}_multi.npy') for x in 'qkv')\n"
                "  o = my_tiled_attention(q, k, v, BR=64, BC=64, causal=False)\n"
                "  np.save('%s/out_multi.npy', o.astype(np.float32))\n", dir, dir);
     fclose(f);
+    if (print) printf("step07 --assignment: wrote q, k and v of %d sets and README.txt to %s\n", NSETS, dir);
     return 0;
 }
 
 // --- grading ------------------------------------------------------------------------
 
 typedef struct {
+    int present;                /* every file of the set there; else missing names the first absent one */
+    char missing[32];
+    int f64_file;               /* out_SET.npy was float64 (rounded to float32 on reading) */
     float *q, *k, *v, *out, *slope; /* slope: [H] ALiBi slopes of the alibi set, else NULL */
     long H;
     double *ref;
     size_t n;
     double tol;
     Err e;
+    double nearest, naive_nearest; /* fraction of outputs that are the float nearest the float64 result: the
+                                      student's and textbook float32 attention's on the same inputs */
     int row_pattern_max_zero;   /* only the very negative rows are wrong, all zero or non-finite */
     long first_bad_row;         /* -1: none */
     double later_bad_frac;      /* of the rows from first_bad_row on, the fraction wrong */
@@ -129,18 +198,47 @@ static int row_bad(const Graded *g, long h, long i, long N)
     return 0;
 }
 
+/* Is got the float nearest to ref, what a float64 computation rounded to float32 gives? (Within half the
+ * gap between the two floats around ref, and a millionth of it for a float64 result a hair from a tie.) */
+static int nearest_float(float got, double ref)
+{
+    if (!f32_is_finite(got) || !isfinite(ref)) return 0;
+    const float f = (float)ref;
+    const float other = (double)f < ref ? nextafterf(f, INFINITY) : (double)f > ref ? nextafterf(f, -INFINITY) : f;
+    return fabs((double)got - ref) <= 0.5 * fabs((double)other - (double)f) * (1 + 1e-6);
+}
+
+static double nearest_frac(const float *out, const double *ref, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += nearest_float(out[i], ref[i]);
+    return n ? (double)k / (double)n : 0;
+}
+
+static int file_missing(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) != 0 && errno == ENOENT;
+}
+
 static void grade_set(const char *dir, const Set *t, Graded *g)
 {
     char path[4096];
     const long shape[4] = {GB, t->H, t->N, GD};
-    static const char *const qkv[3] = {"q", "k", "v"};
+    static const char *const files[4] = {"q", "k", "v", "out"};
+    for (int i = 0; i < 4 && !g->missing[0]; i++) { /* inputs made by an older --assignment, or no output yet */
+        path_of(path, sizeof path, dir, files[i], t->name);
+        if (file_missing(path)) snprintf(g->missing, sizeof g->missing, "%s_%s.npy", files[i], t->name);
+    }
+    if (g->missing[0]) return;
+    g->present = 1;
     float **x[3] = {&g->q, &g->k, &g->v};
     for (int i = 0; i < 3; i++) {
-        path_of(path, sizeof path, dir, qkv[i], t->name);
+        path_of(path, sizeof path, dir, files[i], t->name);
         *x[i] = npy_load("--grade", path, shape, 4);
     }
     path_of(path, sizeof path, dir, "out", t->name);
-    g->out = npy_load("--grade", path, shape, 4);
+    g->out = npy_load_f64ok("--grade", path, shape, 4, &g->f64_file);
     g->H = t->H;
     g->n = (size_t)GB * t->H * t->N * GD;
     g->slope = NULL;
@@ -155,11 +253,15 @@ static void grade_set(const char *dir, const Set *t, Graded *g)
      * being graded), never under 1e-4 and never over 1e-3. */
     float *naive = xmalloc(g->n * 4, "naive output");
     double naive_err = 0;
-    if (naive_attention_bias_cpu(g->q, g->k, g->v, naive, GB * t->H, t->N, GD, t->causal, g->slope) == 0)
+    g->naive_nearest = 0;
+    if (naive_attention_bias_cpu(g->q, g->k, g->v, naive, GB * t->H, t->N, GD, t->causal, g->slope) == 0) {
         naive_err = compare(naive, g->ref, g->n, 1, 0).max_abs;
+        g->naive_nearest = nearest_frac(naive, g->ref, g->n);
+    }
     tfree(naive);
     g->tol = 10 * naive_err > 1e-3 ? 1e-3 : 10 * naive_err > 1e-4 ? 10 * naive_err : 1e-4;
     g->e = compare(g->out, g->ref, g->n, g->tol, 0);
+    g->nearest = nearest_frac(g->out, g->ref, g->n);
     /* the rows: which are wrong, and (Break 3) whether only the very negative half is, all zero or NaN */
     long bad_rows = 0, later = 0, later_bad = 0;
     int neg_only = t->inputs == INPUTS_NEG_ROWS;
@@ -187,6 +289,10 @@ static void grade_set(const char *dir, const Set *t, Graded *g)
 
 static void graded_free(Graded *g) { tfree(g->q); tfree(g->k); tfree(g->v); tfree(g->out); tfree(g->ref); tfree(g->slope); }
 
+static int right(const Graded *g) { return g->present && g->e.n_bad == 0; }
+static int wrong(const Graded *g) { return g->present && g->e.n_bad > 0; }
+static int nonfinite(const Graded *g) { return g->present && g->e.n_nonfinite > 0; }
+
 /* Does the student's output equal what a known break computes on the same inputs? (NaN where the break
  * gives NaN counts as equal: compare() only faults non-finite values where the reference is finite.) */
 static int same(const float *out, const float *cand, size_t n, double tol)
@@ -199,8 +305,7 @@ static int same(const float *out, const float *cand, size_t n, double tol)
 }
 
 static int matches(const Graded *g, const float *cand) { return same(g->out, cand, g->n, g->tol); }
-
-static const long TILES[] = {16, 32, 64, 128};
+static int matches64(const Graded *g, const double *cand) { return compare(g->out, cand, g->n, g->tol, 0).n_bad == 0; }
 
 const char *alibi_diagnosis(const float *q, const float *k, const float *v, const float *out, const float *slope,
                             long bh, long N, long D, double tol, long *tile)
@@ -211,7 +316,7 @@ const char *alibi_diagnosis(const float *q, const float *k, const float *v, cons
     float *o = xmalloc(n * 4, "candidate");
     const char *c = NULL;
     for (int b = 0; b < 2 && !c; b++)
-        for (size_t t = 0; t < sizeof TILES / sizeof *TILES && !c; t++) {
+        for (size_t t = 0; t < NTILES && !c; t++) {
             break_forward_cpu(q, k, v, o, bh, N, D, TILES[t], TILES[t], brks[b], 0, 0, 0, NULL, NULL, slope);
             if (same(out, o, n, tol)) { c = names[b]; *tile = b == 0 ? 0 : TILES[t]; } /* after-max: any tile size */
         }
@@ -219,11 +324,221 @@ const char *alibi_diagnosis(const float *q, const float *k, const float *v, cons
     return c;
 }
 
-int grade_dir(const char *dir, int print, const char **cause)
+// --- the candidates: what each known mistake computes on a set's inputs ------------------
+
+/* The last partial K/V tile dropped: the loop over j0 stops at Nk = (N / BC) * BC, so every row sees keys
+ * 0..Nk-1 only (and j <= i when causal). A row from Nk on that the student left all zero had its row tile
+ * dropped too (the same floor for BR); *zero_rows counts those. Returns 1 if out equals that. */
+static int dropped_tile_match(const Graded *g, const Set *t, long Nk, long *zero_rows)
 {
-    static char why[512];
+    double *cand = xmalloc(g->n * sizeof(double), "candidate"), *scratch = xmalloc((size_t)Nk * sizeof(double), "scores");
+    *zero_rows = 0;
+    for (long h = 0; h < GB * t->H; h++) {
+        const size_t off = (size_t)h * t->N * GD;
+        for (long i = 0; i < t->N; i++) {
+            double *row = cand + off + (size_t)i * GD;
+            int zero = i >= Nk;
+            for (long d = 0; d < GD && zero; d++) zero = g->out[off + (size_t)i * GD + d] == 0.0f;
+            if (zero) { for (long d = 0; d < GD; d++) row[d] = 0; (*zero_rows)++; }
+            else /* rows from Nk see all Nk keys (each j < Nk <= i), causal or not */
+                ref_attention_row(g->q + off, g->k + off, g->v + off, Nk, GD, t->causal && i < Nk, i, scratch, row);
+        }
+    }
+    const int m = matches64(g, cand);
+    tfree(cand); tfree(scratch);
+    return m;
+}
+
+/* The scale 1/sqrt(D) forgotten: attention of the same inputs at scale 1, which is the reference on
+ * Q * sqrt(D) (8 for D = 64: exact in float32). */
+static int no_scale_match(const Graded *g, const Set *t)
+{
+    float *q8 = xmalloc(g->n * 4, "Q * sqrt(D)");
+    double *cand = xmalloc(g->n * sizeof(double), "candidate");
+    for (size_t i = 0; i < g->n; i++) q8[i] = g->q[i] * sqrtf((float)GD);
+    ref_attention_bias(q8, g->k, g->v, GB * t->H, t->N, GD, t->causal, g->slope, cand);
+    const int m = matches64(g, cand);
+    tfree(q8); tfree(cand);
+    return m;
+}
+
+/* The final division by l forgotten: the row's o = sum_j e^(s_j - m) v_j, the reference times its
+ * l = sum_j e^(s_j - m) (m the row's max, which the running max ends at). *lmax gets the largest l. */
+static int no_division_match(const Graded *g, const Set *t, double *lmax)
+{
+    double *cand = xmalloc(g->n * sizeof(double), "candidate"), *scratch = xmalloc((size_t)t->N * sizeof(double), "scores");
+    *lmax = 0;
+    for (long h = 0; h < GB * t->H; h++) {
+        const size_t off = (size_t)h * t->N * GD;
+        for (long i = 0; i < t->N; i++) {
+            double *row = cand + off + (size_t)i * GD, l = 0;
+            ref_attention_row_bias(g->q + off, g->k + off, g->v + off, t->N, GD, t->causal, i,
+                                   g->slope ? g->slope[h] : 0.0, scratch, row);
+            for (long j = 0; j < (t->causal ? i + 1 : t->N); j++) l += scratch[j]; /* scratch: e^(s_j - m) */
+            for (long d = 0; d < GD; d++) row[d] *= l;
+            if (l > *lmax) *lmax = l;
+        }
+    }
+    const int m = matches64(g, cand);
+    tfree(cand); tfree(scratch);
+    return m;
+}
+
+/* Low-precision arithmetic: errors of the size that the same tiled forward makes with s, p, l and o
+ * stored in fp16 (breaks.c's fp16 path) on these inputs: max abs and rel L2 each within 8x of it (fp16's
+ * unit roundoff is 2^-11, float32's 2^-24: 8192x apart, so 8x either way cannot be float32's). *e16 gets
+ * the fp16 run's errors; *all_fp16 says whether every output is an fp16 value (stored in fp16 at the end). */
+static int fp16_like(const Graded *g, const Set *t, Err *e16, int *all_fp16)
+{
+    float *o = xmalloc(g->n * 4, "fp16 candidate");
+    break_forward_cpu(g->q, g->k, g->v, o, GB * t->H, t->N, GD, GTILE, GTILE, BREAK_NONE, t->causal, 1, 0, NULL, NULL,
+                      g->slope);
+    *e16 = compare(o, g->ref, g->n, g->tol, 0);
+    tfree(o);
+    *all_fp16 = 1;
+    for (size_t i = 0; i < g->n && *all_fp16; i++) *all_fp16 = f16_to_f32(f32_to_f16(g->out[i])) == g->out[i];
+    const Err *e = &g->e;
+    return e->n_nonfinite == 0 && e16->n_nonfinite == 0 && e->max_abs <= 8 * e16->max_abs &&
+           e->rel_l2 <= 8 * e16->rel_l2 && e->max_abs >= e16->max_abs / 8 && e->rel_l2 >= e16->rel_l2 / 8;
+}
+
+// --- the diagnosis --------------------------------------------------------------------
+
+static const char *diagnosis(Graded *g, char *why, size_t nw)
+{
+    const Graded *multi = &g[S_MULTI], *one = &g[S_ONE], *neg = &g[S_NEG], *cau = &g[S_CAUSAL], *large = &g[S_LARGE],
+                 *huge = &g[S_HUGE], *al = &g[S_ALIBI];
+    const char *c = NULL;
+    why[0] = '\0';
+    if (nonfinite(large) || nonfinite(huge)) {
+        c = "running-max subtraction missing (exp overflow)"; // e^s past 88.72 (float32), 709.78 (float64): inf, inf/inf = NaN
+        if (nonfinite(huge) && large->present && !nonfinite(large))
+            snprintf(why, nw, ": out_huge.npy (scores about 900 to 1100) is inf/NaN, out_large.npy (scores up to about 110) "
+                     "is not: e^s overflows float64 only past s = 709.78 (float32 past 88.72), so this run computed in "
+                     "float64; the running max m keeps every exponent s - m <= 0 in either");
+        else if (nonfinite(large))
+            snprintf(why, nw, ": out_large.npy (scores up to about 110) is inf/NaN: e^s overflows float32 past s = 88.72");
+        return c;
+    }
+    if (nonfinite(cau) && right(multi) && right(large)) {
+        /* The chapter's causal snippet does this: it visits every K/V tile, and in a tile above the diagonal a
+         * row has every score masked, m_tile = -inf and p = e^(-inf - (-inf)) = NaN. */
+        snprintf(why, nw, " (m_tile = -inf, p = e^(-inf - (-inf))): skip the tiles above the diagonal, or let a "
+                 "row whose tile is all masked contribute nothing (first NaN row %ld)", cau->first_bad_row);
+        return "a fully masked K/V tile gives NaN";
+    }
+    if (neg->row_pattern_max_zero && right(large))
+        return "running max initialised to 0 instead of -inf";   // e^(s - 0) underflows for s < -104: 0/0
+    /* Only sets whose N is not a multiple of the tile wrong, each equal to attention without its last
+     * partial K/V tile. */
+    int ragged_bad = 0, others_ok = 1, all_match = 1;
+    for (int s = 0; s < NSETS; s++) {
+        const int ragged = SETS[s].N % GTILE != 0;
+        if (wrong(&g[s]) && !ragged) others_ok = 0;
+        if (wrong(&g[s]) && ragged) ragged_bad++;
+    }
+    if (ragged_bad && others_ok) {
+        int w = snprintf(why, nw, ": the wrong outputs equal attention over the whole tiles only (");
+        long zero_rows = 0;
+        for (int s = 0, np = 0; s < NSETS && all_match; s++) {
+            if (!wrong(&g[s])) continue;
+            long Nk = -1, zero = 0;
+            for (size_t b = 0; b < NTILES && Nk < 0; b++) { /* BC = 16 .. 128: the keys such a loop keeps */
+                const long cand = SETS[s].N / TILES[b] * TILES[b];
+                if (cand != SETS[s].N && cand > 0 && dropped_tile_match(&g[s], &SETS[s], cand, &zero)) Nk = cand;
+            }
+            all_match = Nk > 0;
+            if (all_match && w < (int)nw)
+                w += snprintf(why + w, nw - (size_t)w, "%sout_%s.npy keys 0..%ld of %ld%s%.0ld%s", np++ ? "; " : "",
+                              SETS[s].name, Nk - 1, SETS[s].N, zero ? ", rows from " : "", zero ? Nk : 0L,
+                              zero ? " left 0" : "");
+            zero_rows += zero;
+        }
+        if (all_match) {
+            if (w < (int)nw)
+                snprintf(why + w, nw - (size_t)w, "): the K/V loop stops at (N // BC) * BC; run it to N and give the last "
+                         "tile N - j0 keys%s", zero_rows ? " (the rows left 0: the row loop stops at (N // BR) * BR too)" : "");
+            return "the last partial K/V tile dropped (N not a multiple of BC)";
+        }
+        why[0] = '\0';
+    }
+    if (wrong(multi) && multi->e.n_nonfinite == 0) {
+        float *o = xmalloc(multi->n * 4, "candidate");
+        for (size_t b = 0; b < NTILES && !c; b++) {
+            break_forward_cpu(multi->q, multi->k, multi->v, o, GB * GH, SETS[S_MULTI].N, GD, GTILE, TILES[b],
+                              BREAK_NO_RESCALE, 0, 0, 0, NULL, NULL, NULL);
+            if (matches(multi, o)) {
+                c = "running statistics not rescaled (alpha/beta)";
+                snprintf(why, nw, ": out_multi.npy equals Break 2 at BC = %ld", TILES[b]);
+            }
+        }
+        tfree(o);
+        double lmax = 0;
+        Err e16;
+        int all16 = 0;
+        if (!c && no_scale_match(multi, &SETS[S_MULTI])) {
+            c = "scale 1/sqrt(D) missing";
+            snprintf(why, nw, ": out_multi.npy equals attention with s = q . k instead of q . k / sqrt(64) (scores 8x "
+                     "too large, the softmax too sharp)");
+        } else if (!c && no_division_match(multi, &SETS[S_MULTI], &lmax)) {
+            c = "final division by l missing";
+            snprintf(why, nw, ": out_multi.npy equals o = sum_j e^(s_j - m) v_j, each row the right output times its "
+                     "l (up to %.1f here): O = o / l after the last K/V tile", lmax);
+        } else if (!c && fp16_like(multi, &SETS[S_MULTI], &e16, &all16)) {
+            c = "low-precision (fp16) arithmetic";
+            snprintf(why, nw, ": out_multi.npy is off by max abs %.1e, rel L2 %.1e, the size of the same tiled forward "
+                     "with s, p, l and o in fp16 (%.1e, %.1e), %.0fx float32's tolerance here%s: keep s, m, l, o in "
+                     "float32", multi->e.max_abs, multi->e.rel_l2, e16.max_abs, e16.rel_l2, multi->e.max_abs / multi->tol,
+                     all16 ? "; every output is an fp16 value" : "");
+        }
+        if (!c && right(one) && multi->bad_row_frac > 0.5) // right with one tile, most rows wrong with several
+            c = "running statistics not rescaled (alpha/beta)";
+    } else if (right(multi) && wrong(cau)) {
+        float *o = xmalloc(cau->n * 4, "candidate");
+        static const int modes[2] = {MASK_RELATIVE_ALL, MASK_RELATIVE};
+        for (int m = 0; m < 2 && !c; m++)
+            for (size_t b = 0; b < NTILES && !c; b++) {
+                causal_forward_cpu(cau->q, cau->k, cau->v, o, NULL, GB * GH, SETS[S_CAUSAL].N, GD, TILES[b], TILES[b],
+                                   modes[m], NULL);
+                if (matches(cau, o)) {
+                    c = "mask built from tile-relative indices";
+                    snprintf(why, nw, ": out_causal.npy equals the tile-relative mask at BR = BC = %ld%s", TILES[b],
+                             m ? " with the tiles above the diagonal skipped" : ", every tile visited (the chapter's snippet)");
+                }
+            }
+        tfree(o);
+        if (!c && cau->first_bad_row >= 8 && cau->later_bad_frac > 0.5) { // right in the first row tile only
+            c = "mask built from tile-relative indices";
+            snprintf(why, nw, ": rows 0..%ld right, most rows after wrong", cau->first_bad_row - 1);
+        }
+    }
+    int base_ok = 1;
+    for (int s = 0; s < NSETS; s++) base_ok &= s == S_ALIBI || !wrong(&g[s]);
+    if (!c && base_ok && wrong(al)) { /* the attention is right: where did the score modifier go? */
+        long tile = 0;
+        c = alibi_diagnosis(al->q, al->k, al->v, al->out, al->slope, GB * al->H, SETS[S_ALIBI].N, GD, al->tol, &tile);
+        if (c)
+            snprintf(why, nw, ": out_alibi.npy equals it%s%.0ld%s", tile ? " at BR = BC = " : "", tile,
+                     al->e.n_nonfinite ? " (NaN where every e^(s + bias - m) underflowed: l = 0; the max of the scores "
+                                         "without the bias no longer bounds those with it)" : "");
+    }
+    for (int s = 0; s < NSETS && !c; s++)
+        if (wrong(&g[s])) {
+            c = "wrong in a way no known break explains";
+            snprintf(why, nw, ": first bad in out_%s.npy at index %zu, expected %.6g, got %g", SETS[s].name,
+                     g[s].e.bad_idx[0], g[s].e.bad_ref[0], (double)g[s].e.bad_got[0]);
+        }
+    return c;
+}
+
+int grade_dir(const char *dir, int print, GradeReport *rep)
+{
+    static char why[1024];
+    struct stat st;
+    if (stat(dir, &st) != 0) usage_error("option --grade: cannot open directory %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) usage_error("option --grade: %s is not a directory", dir);
     Graded g[NSETS];
-    int all = 1;
+    int all = 1, missing = 0, f64_files = 0, f64_set = -1;
     char eb[128];
     for (int s = 0; s < NSETS; s++) { /* every file read and checked before a line is printed */
         memset(&g[s], 0, sizeof g[s]);
@@ -234,7 +549,18 @@ int grade_dir(const char *dir, int print, const char **cause)
                "fp32 attention on the same inputs (01's naive, with the bias for ALiBi), 1e-4 to 1e-3\n", dir, NSETS);
     for (int s = 0; s < NSETS; s++) {
         const Err *e = &g[s].e;
+        if (!g[s].present) {
+            missing++;
+            if (print) printf("  MISSING %-9s %s: %s not found\n", SETS[s].name, SETS[s].what, g[s].missing);
+            continue;
+        }
         all &= e->n_bad == 0;
+        f64_files += g[s].f64_file;
+        /* A float64 run: a set graded right whose every output is the float nearest the float64 result. Float32
+         * arithmetic leaves most outputs an ulp or more away (textbook float32 attention: 7% to 54% nearest on
+         * these sets); NumPy's float64 promotion still takes q k^T from float32 arrays, so only a set whose
+         * scores are exact in float32 (huge) shows it whole. */
+        if (e->n_bad == 0 && g[s].nearest >= 0.9999 && f64_set < 0) f64_set = s;
         if (!print) continue;
         if (e->n_bad == 0)
             printf("  PASS %-9s %s: %s (tol %.1e)\n", SETS[s].name, SETS[s].what, fmt_err(e, eb, sizeof eb), g[s].tol);
@@ -246,152 +572,180 @@ int grade_dir(const char *dir, int print, const char **cause)
                    x / GD % (size_t)SETS[s].N, x % GD, e->bad_ref[0], (double)e->bad_got[0]);
         }
     }
-    const Graded *multi = &g[0], *one = &g[1], *neg = &g[2], *cau = &g[3], *large = &g[4];
-    const char *c = NULL;
-    why[0] = '\0';
-    if (all) c = NULL;
-    else if (large->e.n_nonfinite > 0)
-        c = "running-max subtraction missing (exp overflow)"; // e^s past 88.72: inf, then inf/inf = NaN
-    else if (cau->e.n_nonfinite > 0 && multi->e.n_bad == 0 && large->e.n_bad == 0) {
-        /* The chapter's causal snippet does this: it visits every K/V tile, and in a tile above the diagonal a
-         * row has every score masked, m_tile = -inf and p = e^(-inf - (-inf)) = NaN. */
-        c = "a fully masked K/V tile gives NaN";
-        snprintf(why, sizeof why, " (m_tile = -inf, p = e^(-inf - (-inf))): skip the tiles above the diagonal, or let a "
-                 "row whose tile is all masked contribute nothing (first NaN row %ld)", cau->first_bad_row);
-    } else if (neg->row_pattern_max_zero && large->e.n_bad == 0)
-        c = "running max initialised to 0 instead of -inf";   // e^(s - 0) underflows for s < -104: 0/0
-    else if (multi->e.n_bad > 0 && multi->e.n_nonfinite == 0) {
-        float *o = xmalloc(multi->n * 4, "candidate");
-        for (size_t b = 0; b < sizeof TILES / sizeof *TILES && !c; b++) {
-            break_forward_cpu(multi->q, multi->k, multi->v, o, GB * GH, SETS[0].N, GD, GTILE, TILES[b], BREAK_NO_RESCALE,
-                              0, 0, 0, NULL, NULL, NULL);
-            if (matches(multi, o)) {
-                c = "running statistics not rescaled (alpha/beta)";
-                snprintf(why, sizeof why, ": out_multi.npy equals Break 2 at BC = %ld", TILES[b]);
-            }
-        }
-        tfree(o);
-        if (!c && one->e.n_bad == 0 && multi->bad_row_frac > 0.5) // right with one tile, most rows wrong with several
-            c = "running statistics not rescaled (alpha/beta)";
-    } else if (multi->e.n_bad == 0 && cau->e.n_bad > 0) {
-        float *o = xmalloc(cau->n * 4, "candidate");
-        static const int modes[2] = {MASK_RELATIVE_ALL, MASK_RELATIVE};
-        for (int m = 0; m < 2 && !c; m++)
-            for (size_t b = 0; b < sizeof TILES / sizeof *TILES && !c; b++) {
-                causal_forward_cpu(cau->q, cau->k, cau->v, o, NULL, GB * GH, SETS[3].N, GD, TILES[b], TILES[b], modes[m], NULL);
-                if (matches(cau, o)) {
-                    c = "mask built from tile-relative indices";
-                    snprintf(why, sizeof why, ": out_causal.npy equals the tile-relative mask at BR = BC = %ld%s", TILES[b],
-                             m ? " with the tiles above the diagonal skipped" : ", every tile visited (the chapter's snippet)");
-                }
-            }
-        tfree(o);
-        if (!c && cau->first_bad_row >= 8 && cau->later_bad_frac > 0.5) { // right in the first row tile only
-            c = "mask built from tile-relative indices";
-            snprintf(why, sizeof why, ": rows 0..%ld right, most rows after wrong", cau->first_bad_row - 1);
-        }
-    }
-    const Graded *al = &g[ALIBI_SET];
-    int base_ok = 1;
-    for (int s = 0; s < NSETS; s++) base_ok &= s == ALIBI_SET || g[s].e.n_bad == 0;
-    if (!c && base_ok && al->e.n_bad > 0) { /* the attention is right: where did the score modifier go? */
-        long tile = 0;
-        c = alibi_diagnosis(al->q, al->k, al->v, al->out, al->slope, GB * al->H, SETS[ALIBI_SET].N, GD, al->tol, &tile);
-        if (c)
-            snprintf(why, sizeof why, ": out_alibi.npy equals it%s%.0ld%s", tile ? " at BR = BC = " : "", tile,
-                     al->e.n_nonfinite ? " (NaN where every e^(s + bias - m) underflowed: l = 0; the max of the scores "
-                                         "without the bias no longer bounds those with it)" : "");
-    }
-    if (!all && !c) {
-        for (int s = 0; s < NSETS && !c; s++)
-            if (g[s].e.n_bad) {
-                c = "wrong in a way no known break explains";
-                snprintf(why, sizeof why, ": first bad in out_%s.npy at index %zu, expected %.6g, got %g", SETS[s].name,
-                         g[s].e.bad_idx[0], g[s].e.bad_ref[0], (double)g[s].e.bad_got[0]);
-            }
-    }
+    const char *c = all ? NULL : diagnosis(g, why, sizeof why);
+    if (all) why[0] = '\0';
+    const int f64_run = f64_set >= 0;
     if (print) {
-        if (all) printf("grade: every set right: the tiled attention is correct\n");
-        else printf("grade: wrong. diagnosis: %s%s\n", c, why);
+        if (f64_files) {
+            printf("note: %d output file%s float64 (", f64_files, f64_files > 1 ? "s are" : " is");
+            for (int s = 0, k = 0; s < NSETS; s++)
+                if (g[s].f64_file) printf("%sout_%s.npy", k++ ? ", " : "", SETS[s].name);
+            printf("): graded after rounding each value to float32; the assignment asks for float32 files\n");
+        }
+        if (f64_run)
+            printf("note: out_%s.npy is the float64 result rounded to float32 (%.2f%% of its outputs the nearest float; "
+                   "textbook float32 attention on the same inputs: %.0f%%): errors far below what float32 arithmetic "
+                   "makes, so this run computed in float64, not float32 (NumPy: 1/np.sqrt(D) is a float64 scalar and "
+                   "promotes float32 arrays; README.txt says how to stay in float32)\n", SETS[f64_set].name,
+                   100 * g[f64_set].nearest, 100 * g[f64_set].naive_nearest);
+        if (missing) {
+            printf("missing: ");
+            for (int s = 0, k = 0; s < NSETS; s++)
+                if (!g[s].present) printf("%s%s", k++ ? ", " : "", g[s].missing);
+            printf(": %d of %d sets not graded\n", missing, NSETS);
+        }
+        if (!all) printf("grade: wrong. diagnosis: %s%s\n", c, why);
+        else if (missing) printf("grade: incomplete: the %d graded sets are right, %d MISSING\n", NSETS - missing, missing);
+        else printf("grade: every set right: the tiled attention is correct\n");
     }
-    if (cause) *cause = c;
+    if (rep) { rep->cause = c; rep->why = why; rep->missing = missing; rep->f64_files = f64_files; rep->f64_run = f64_run; }
     for (int s = 0; s < NSETS; s++) graded_free(&g[s]);
-    return all ? 0 : 1;
+    return all && !missing ? 0 : 1;
 }
 
 // --- the grader's own checks ------------------------------------------------------------
 
-enum { AS_INTACT, AS_NO_MAX, AS_NO_RESCALE, AS_MAX_ZERO, AS_RELATIVE, AS_RELATIVE_ALL, AS_MASKED_NAN, AS_ALIBI_RELATIVE,
-       AS_ALIBI_AFTER_MAX, AS_OFF_BY_ONE, N_AS };
+/* A student's tiled attention, written the way the NumPy student of EXERCISES.md writes it (BR = BC = 64,
+ * p = e^(s - m_new) in one step, so no beta), with one mistake or none, in `bits` of precision: 64 is
+ * NumPy's float64 promotion (every value after q k^T a double), 32 rounds every stored value to float
+ * (float32 arithmetic: one double operation rounded to float is the float operation), 16 to fp16 (sums
+ * in float, each rounded to fp16 once, as NumPy's float16 matmul and sum do). It shares no
+ * code with breaks.c, step 06's mask or the reference on purpose: the grader must recognise the mistake
+ * in code that is not its own candidates'. */
+enum { ST_RIGHT, ST_NO_MAX, ST_DROP_LAST, ST_DROP_LAST_ROWS, ST_NO_SCALE, ST_NO_DIV };
 
-/* Write out_SET.npy as a student with break `as` would (BR = BC = 64, fp32). */
-static void write_outputs(const char *dir, int as)
+static double in_bits(double x, int bits)
+{
+    return bits == 64 ? x : bits == 32 ? (double)(float)x : (double)f16_to_f32(f32_to_f16((float)x));
+}
+
+static void student_forward(const float *q, const float *k, const float *v, const float *slope, double *out,
+                            long bh, long N, long D, int causal, int bug, int bits)
+{
+    enum { T = GTILE };
+    const double scale = bug == ST_NO_SCALE ? 1.0 : in_bits(1.0 / sqrt((double)D), bits);
+    const long kv_stop = bug == ST_DROP_LAST || bug == ST_DROP_LAST_ROWS ? N / T * T : N; // the bug: range(0, (N // BC) * BC, BC)
+    const long q_stop = bug == ST_DROP_LAST_ROWS ? N / T * T : N;   // ... and for the rows too (they stay 0)
+    const int sb = bits == 16 ? 32 : bits; /* sums (rowsum(p), p V) as NumPy's float16 matmul and sum do them: in
+                                              float, rounded to fp16 once; every other operation in fp16. q . k is
+                                              a float32 sum at every precision: NumPy multiplies the float32 arrays
+                                              q and k in float32 before the float64 scale promotes the result */
+    double *o = xmalloc((size_t)T * D * sizeof(double), "student o"), m[T], l[T], p[T];
+    for (long h = 0; h < bh; h++) {
+        const float *qh = q + (size_t)h * N * D, *kh = k + (size_t)h * N * D, *vh = v + (size_t)h * N * D;
+        for (long i0 = 0; i0 < q_stop; i0 += T) {
+            const long br = N - i0 < T ? N - i0 : T;
+            const long jend = causal && i0 + br < kv_stop ? i0 + br : kv_stop; // causal: no tile above the diagonal
+            for (long r = 0; r < br; r++) {
+                m[r] = bug == ST_NO_MAX ? 0.0 : -INFINITY;        // no max: m stays 0, so p = e^s
+                l[r] = 0;
+                for (long d = 0; d < D; d++) o[r * D + d] = 0;
+            }
+            for (long j0 = 0; j0 < jend; j0 += T) {
+                const long bc = jend - j0 < T ? jend - j0 : T;
+                for (long r = 0; r < br; r++) {
+                    const long i = i0 + r;
+                    double m_tile = -INFINITY, l_tile = 0;
+                    for (long c = 0; c < bc; c++) {
+                        const long j = j0 + c;
+                        double acc = 0;
+                        for (long d = 0; d < D; d++) acc = in_bits(acc + in_bits((double)qh[i * D + d] * kh[j * D + d], 32), 32);
+                        p[c] = in_bits(in_bits(acc, bits) * scale, bits); // s = q . k / sqrt(D)
+                        if (slope) p[c] = in_bits(p[c] - in_bits(slope[h] * (double)(i > j ? i - j : j - i), bits), bits);
+                        if (causal && j > i) p[c] = -INFINITY;
+                        if (p[c] > m_tile) m_tile = p[c];
+                    }
+                    const double m_new = bug == ST_NO_MAX ? 0.0 : fmax(m[r], m_tile);
+                    if (m_new == -INFINITY) continue;                          // nothing visible yet
+                    const double alpha = in_bits(exp(m[r] - m_new), bits);      // alpha = e^(m - m_new)
+                    for (long c = 0; c < bc; c++) {
+                        p[c] = in_bits(exp(p[c] - m_new), bits);                // p = e^(s - m_new)
+                        l_tile = in_bits(l_tile + p[c], sb);
+                    }
+                    l_tile = in_bits(l_tile, bits);
+                    l[r] = in_bits(in_bits(alpha * l[r], bits) + l_tile, bits); // l = alpha l + rowsum(p)
+                    for (long d = 0; d < D; d++) {
+                        double pv = 0;
+                        for (long c = 0; c < bc; c++) pv = in_bits(pv + in_bits(p[c] * vh[(j0 + c) * D + d], sb), sb);
+                        pv = in_bits(pv, bits);
+                        o[r * D + d] = in_bits(in_bits(alpha * o[r * D + d], bits) + pv, bits); // o = alpha o + p V
+                    }
+                    m[r] = m_new;
+                }
+            }
+            for (long r = 0; r < br; r++)
+                for (long d = 0; d < D; d++)
+                    out[((size_t)h * N + i0 + r) * D + d] = bug == ST_NO_DIV ? o[r * D + d] : in_bits(o[r * D + d] / l[r], bits);
+        }
+    }
+    tfree(o);
+}
+
+enum { AS_INTACT, AS_NO_MAX, AS_NO_RESCALE, AS_MAX_ZERO, AS_RELATIVE, AS_RELATIVE_ALL, AS_MASKED_NAN, AS_ALIBI_RELATIVE,
+       AS_ALIBI_AFTER_MAX, AS_OFF_BY_ONE, AS_STUDENT, N_AS };
+
+typedef struct {
+    int as;            /* AS_*: one of the repository's breaks (breaks.c, step 06's mask), or AS_STUDENT */
+    int bug, bits;     /* AS_STUDENT: student_forward's mistake and precision */
+    int f64_file;      /* AS_STUDENT: save the outputs as float64 .npy, as np.save of a float64 array does */
+} Writer;
+
+static float *load_set(const char *dir, const char *what, const Set *t)
+{
+    char path[4096];
+    const long shape[4] = {GB, t->H, t->N, GD};
+    path_of(path, sizeof path, dir, what, t->name);
+    return npy_load("--grade", path, shape, 4);
+}
+
+/* Write out_SET.npy as the writer w would (BR = BC = 64). */
+static void write_outputs(const char *dir, const Writer *w)
 {
     char path[4096];
     for (int s = 0; s < NSETS; s++) {
         const Set *t = &SETS[s];
         const long shape[4] = {GB, t->H, t->N, GD};
         const size_t n = (size_t)GB * t->H * t->N * GD;
-        float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *o = xmalloc(n * 4, "O");
+        float *q = load_set(dir, "q", t), *k = load_set(dir, "k", t), *v = load_set(dir, "v", t), *o = xmalloc(n * 4, "O");
         float *slope = xmalloc((size_t)GB * t->H * 4, "slopes");
         alibi_slopes(slope, GB, t->H);
-        static const char *const qkv[3] = {"q", "k", "v"};
-        float *x[3] = {q, k, v};
-        for (int i = 0; i < 3; i++) {
-            path_of(path, sizeof path, dir, qkv[i], t->name);
-            float *in = npy_load("--grade", path, shape, 4);
-            memcpy(x[i], in, n * 4);
-            tfree(in);
-        }
-        static const int brk[N_AS] = {BREAK_NONE, BREAK_NO_MAX, BREAK_NO_RESCALE, BREAK_MAX_ZERO, BREAK_NONE, BREAK_NONE,
-                                      BREAK_NONE, BREAK_NONE, BREAK_NONE, BREAK_NONE};
-        if (t->alibi) /* the right ALiBi, or one of its two wrong places */
-            break_forward_cpu(q, k, v, o, GB * t->H, t->N, GD, GTILE, GTILE,
-                              as == AS_ALIBI_RELATIVE ? BREAK_ALIBI_RELATIVE
-                              : as == AS_ALIBI_AFTER_MAX ? BREAK_ALIBI_AFTER_MAX : BREAK_NONE, 0, 0, 0, NULL, NULL, slope);
-        else if (t->causal && (as == AS_RELATIVE || as == AS_RELATIVE_ALL))
-            causal_forward_cpu(q, k, v, o, NULL, GB * t->H, t->N, GD, GTILE, GTILE,
-                               as == AS_RELATIVE ? MASK_RELATIVE : MASK_RELATIVE_ALL, NULL);
-        else
-            break_forward_cpu(q, k, v, o, GB * t->H, t->N, GD, GTILE, GTILE, brk[as], t->causal, 0, 0, NULL, NULL, NULL);
-        if (as == AS_OFF_BY_ONE && s == 0) o[1000] += 0.5f; // one wrong number that no break makes
-        if (as == AS_MASKED_NAN && t->causal)              // the chapter's snippet: every row tile with a later K/V
-            for (long h = 0; h < GB * t->H; h++)           // tile (all masked for it) ends in NaN
-                for (long i = 0; i < (t->N - 1) / GTILE * GTILE; i++)
-                    for (long d = 0; d < GD; d++) o[((size_t)h * t->N + i) * GD + d] = NAN;
+        int rc = 0;
         path_of(path, sizeof path, dir, "out", t->name);
-        if (npy_save(path, o, shape, 4, DT_FP32) != 0) { fprintf(stderr, "%s: cannot write %s\n", g_prog, path); exit(EXIT_FAIL); }
+        if (w->as == AS_STUDENT) {
+            double *o64 = xmalloc(n * sizeof(double), "student O");
+            for (size_t i = 0; i < n; i++) o64[i] = 0; /* out = np.zeros(...): rows never written stay 0 */
+            student_forward(q, k, v, t->alibi ? slope : NULL, o64, GB * t->H, t->N, GD, t->causal, w->bug, w->bits);
+            for (size_t i = 0; i < n; i++) o[i] = (float)o64[i]; /* o.astype(np.float32) */
+            rc = w->f64_file ? npy_save_f64(path, o64, shape, 4) : npy_save(path, o, shape, 4, DT_FP32);
+            tfree(o64);
+        } else {
+            static const int brk[N_AS] = {BREAK_NONE, BREAK_NO_MAX, BREAK_NO_RESCALE, BREAK_MAX_ZERO, BREAK_NONE,
+                                          BREAK_NONE, BREAK_NONE, BREAK_NONE, BREAK_NONE, BREAK_NONE, BREAK_NONE};
+            const int as = w->as;
+            if (t->alibi) /* the right ALiBi, or one of its two wrong places */
+                break_forward_cpu(q, k, v, o, GB * t->H, t->N, GD, GTILE, GTILE,
+                                  as == AS_ALIBI_RELATIVE ? BREAK_ALIBI_RELATIVE
+                                  : as == AS_ALIBI_AFTER_MAX ? BREAK_ALIBI_AFTER_MAX : BREAK_NONE, 0, 0, 0, NULL, NULL, slope);
+            else if (t->causal && (as == AS_RELATIVE || as == AS_RELATIVE_ALL))
+                causal_forward_cpu(q, k, v, o, NULL, GB * t->H, t->N, GD, GTILE, GTILE,
+                                   as == AS_RELATIVE ? MASK_RELATIVE : MASK_RELATIVE_ALL, NULL);
+            else
+                break_forward_cpu(q, k, v, o, GB * t->H, t->N, GD, GTILE, GTILE, brk[as], t->causal, 0, 0, NULL, NULL, NULL);
+            if (as == AS_OFF_BY_ONE && s == S_MULTI) o[1000] += 0.5f; // one wrong number that no break makes
+            if (as == AS_MASKED_NAN && t->causal)                   // the chapter's snippet: every row tile with a
+                for (long h = 0; h < GB * t->H; h++)                // later K/V tile (all masked for it) ends in NaN
+                    for (long i = 0; i < (t->N - 1) / GTILE * GTILE; i++)
+                        for (long d = 0; d < GD; d++) o[((size_t)h * t->N + i) * GD + d] = NAN;
+            rc = npy_save(path, o, shape, 4, DT_FP32);
+        }
+        if (rc != 0) { fprintf(stderr, "%s: cannot write %s\n", g_prog, path); exit(EXIT_FAIL); }
         tfree(q); tfree(k); tfree(v); tfree(o); tfree(slope);
     }
 }
 
-void grade_checks(void)
+static void remove_dir(const char *dir)
 {
-    char dir[] = "/tmp/step07-grade-XXXXXX", path[4096];
-    if (!mkdtemp(dir)) { report(0, NULL, "grade", "cannot make a temporary directory: %s", strerror(errno)); return; }
-    grade_assignment(dir, 0);
-    static const struct { int as; const char *name, *want; } cases[N_AS] = {
-        {AS_INTACT, "intact", NULL},
-        {AS_NO_MAX, "no-max", "running-max subtraction missing (exp overflow)"},
-        {AS_NO_RESCALE, "no-rescale", "running statistics not rescaled (alpha/beta)"},
-        {AS_MAX_ZERO, "max-zero", "running max initialised to 0 instead of -inf"},
-        {AS_RELATIVE, "relative-mask", "mask built from tile-relative indices"},
-        {AS_RELATIVE_ALL, "relative-mask-every-tile", "mask built from tile-relative indices"},
-        {AS_MASKED_NAN, "fully-masked-tile-nan", "a fully masked K/V tile gives NaN"},
-        {AS_ALIBI_RELATIVE, "alibi-relative", "ALiBi's bias from tile-relative indices"},
-        {AS_ALIBI_AFTER_MAX, "alibi-after-max", "ALiBi's bias added after the running max"},
-        {AS_OFF_BY_ONE, "one-wrong-number", "wrong in a way no known break explains"},
-    };
-    for (int c = 0; c < N_AS; c++) {
-        write_outputs(dir, cases[c].as);
-        const char *got = NULL;
-        const int rc = grade_dir(dir, 0, &got);
-        char name[64];
-        snprintf(name, sizeof name, "grade/%s", cases[c].name);
-        const int ok = cases[c].want ? rc == 1 && got && !strcmp(got, cases[c].want) : rc == 0 && !got;
-        report(ok, NULL, name, "outputs written as a student with this break would: graded %s, diagnosis \"%s\" "
-               "(expected \"%s\")", rc ? "wrong" : "right", got ? got : "(none)", cases[c].want ? cases[c].want : "(none)");
-    }
+    char path[4096];
     for (int s = 0; s < NSETS; s++) {
         static const char *const what[4] = {"q", "k", "v", "out"};
         for (int i = 0; i < 4; i++) { path_of(path, sizeof path, dir, what[i], SETS[s].name); unlink(path); }
@@ -399,4 +753,84 @@ void grade_checks(void)
     snprintf(path, sizeof path, "%s/README.txt", dir);
     unlink(path);
     rmdir(dir);
+}
+
+void grade_checks(void)
+{
+    char dir[] = "/tmp/step07-grade-XXXXXX", path[4096];
+    if (!mkdtemp(dir)) { report(0, NULL, "grade", "cannot make a temporary directory: %s", strerror(errno)); return; }
+    grade_assignment(dir, 0, 0);
+    static const char *const NO_MAX = "running-max subtraction missing (exp overflow)";
+    static const struct {
+        Writer w;
+        const char *name, *want;
+        const char *why_has; /* the diagnosis' explanation must contain this (NULL: not checked) */
+        int f64_run;         /* the note "this run computed in float64" must (1) or must not (0) appear */
+    } cases[] = {
+        {{AS_INTACT, 0, 0, 0}, "intact", NULL, NULL, 0},
+        {{AS_NO_MAX, 0, 0, 0}, "no-max", NO_MAX, "float32 past", 0},
+        {{AS_NO_RESCALE, 0, 0, 0}, "no-rescale", "running statistics not rescaled (alpha/beta)", NULL, 0},
+        {{AS_MAX_ZERO, 0, 0, 0}, "max-zero", "running max initialised to 0 instead of -inf", NULL, 0},
+        {{AS_RELATIVE, 0, 0, 0}, "relative-mask", "mask built from tile-relative indices", NULL, 0},
+        {{AS_RELATIVE_ALL, 0, 0, 0}, "relative-mask-every-tile", "mask built from tile-relative indices", NULL, 0},
+        {{AS_MASKED_NAN, 0, 0, 0}, "fully-masked-tile-nan", "a fully masked K/V tile gives NaN", NULL, 0},
+        {{AS_ALIBI_RELATIVE, 0, 0, 0}, "alibi-relative", "ALiBi's bias from tile-relative indices", NULL, 0},
+        {{AS_ALIBI_AFTER_MAX, 0, 0, 0}, "alibi-after-max", "ALiBi's bias added after the running max", NULL, 0},
+        {{AS_OFF_BY_ONE, 0, 0, 0}, "one-wrong-number", "wrong in a way no known break explains", NULL, 0},
+        /* students whose code is not the grader's (student_forward), in float32 and in float64 */
+        {{AS_STUDENT, ST_RIGHT, 32, 0}, "student-float32", NULL, NULL, 0},
+        {{AS_STUDENT, ST_RIGHT, 64, 1}, "student-float64-saved-float64", NULL, NULL, 1},
+        {{AS_STUDENT, ST_NO_MAX, 32, 0}, "student-float32-no-max", NO_MAX, "float32 past", 0},
+        {{AS_STUDENT, ST_NO_MAX, 64, 0}, "student-float64-no-max", NO_MAX, "computed in float64", 0},
+        {{AS_STUDENT, ST_DROP_LAST, 32, 0}, "student-float32-drop-last-tile",
+         "the last partial K/V tile dropped (N not a multiple of BC)", "keys 0..191 of 200", 0},
+        {{AS_STUDENT, ST_DROP_LAST_ROWS, 64, 0}, "student-float64-drop-last-tiles-rows-too",
+         "the last partial K/V tile dropped (N not a multiple of BC)", "keys 0..255 of 300, rows from 256 left 0", 0},
+        {{AS_STUDENT, ST_NO_SCALE, 32, 0}, "student-no-scale", "scale 1/sqrt(D) missing", NULL, 0},
+        {{AS_STUDENT, ST_NO_DIV, 32, 0}, "student-no-division", "final division by l missing", NULL, 0},
+        {{AS_STUDENT, ST_RIGHT, 16, 0}, "student-fp16", "low-precision (fp16) arithmetic", NULL, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        write_outputs(dir, &cases[c].w);
+        GradeReport r;
+        const int rc = grade_dir(dir, 0, &r);
+        char name[64];
+        snprintf(name, sizeof name, "grade/%s", cases[c].name);
+        const char *want = cases[c].want;
+        const int ok = (want ? rc == 1 && r.cause && !strcmp(r.cause, want) : rc == 0 && !r.cause) &&
+                       (!cases[c].why_has || strstr(r.why, cases[c].why_has)) && r.f64_run == cases[c].f64_run &&
+                       r.f64_files == (cases[c].w.f64_file ? NSETS : 0);
+        char extra[256] = "";
+        const char *has = cases[c].why_has;
+        int w = has ? snprintf(extra, sizeof extra, ", explanation %s \"%s\"", strstr(r.why, has) ? "says" : "lacks", has) : 0;
+        if ((cases[c].w.as == AS_STUDENT || r.f64_run || r.f64_files) && w < (int)sizeof extra) /* the notes */
+            snprintf(extra + w, sizeof extra - (size_t)w, "; float64-run note %s (expected %s), %d float64 files",
+                     r.f64_run ? "given" : "not given", cases[c].f64_run ? "given" : "not given", r.f64_files);
+        report(ok, NULL, name, "outputs written as a student with this %s would: graded %s, diagnosis \"%s\" (expected "
+               "\"%s\")%s", cases[c].w.as == AS_STUDENT ? "code" : "break", rc ? "wrong" : "right", r.cause ? r.cause : "(none)",
+               want ? want : "(none)", extra);
+    }
+    /* one output missing: the other sets are graded, exit 1, MISSING said */
+    static const Writer right32 = {AS_STUDENT, ST_RIGHT, 32, 0};
+    write_outputs(dir, &right32);
+    path_of(path, sizeof path, dir, "out", "huge");
+    unlink(path);
+    GradeReport r;
+    int rc = grade_dir(dir, 0, &r);
+    report(rc == 1 && r.missing == 1 && !r.cause, NULL, "grade/one-output-missing", "out_huge.npy removed from a right "
+           "student's outputs: exit %d (expected 1), %d MISSING (expected 1), the other %d sets graded: diagnosis \"%s\" "
+           "(expected none)", rc, r.missing, NSETS - r.missing, r.cause ? r.cause : "(none)");
+    remove_dir(dir);
+    /* --assignment makes the parents of its directory */
+    char top[] = "/tmp/step07-assign-XXXXXX", deep[512], mid[512];
+    if (!mkdtemp(top)) { report(0, NULL, "grade/assignment-makes-parents", "cannot make a temporary directory"); return; }
+    snprintf(mid, sizeof mid, "%s/a", top);
+    snprintf(deep, sizeof deep, "%s/a/b", top);
+    grade_assignment(deep, 0, 0);
+    snprintf(path, sizeof path, "%s/README.txt", deep);
+    report(!file_missing(path), NULL, "grade/assignment-makes-parents", "--assignment %s (neither a nor b there): %s", deep,
+           file_missing(path) ? "README.txt missing" : "made, README.txt written");
+    remove_dir(deep);
+    rmdir(mid);
+    rmdir(top);
 }

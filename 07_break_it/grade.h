@@ -7,14 +7,24 @@
 extern "C" {
 #endif
 
-/* Write the input sets (q_SET.npy, k_SET.npy, v_SET.npy) and README.txt into dir (made if missing).
- * Returns 0, or exits 2 with one line if dir cannot be written. */
-int grade_assignment(const char *dir, unsigned long long seed);
+/* Write the input sets (q_SET.npy, k_SET.npy, v_SET.npy) and README.txt into dir (made if missing, with
+ * its parents); print: one line saying so. Returns 0, or exits 2 with one line if dir cannot be written. */
+int grade_assignment(const char *dir, unsigned long long seed, int print);
+
+/* What grade_dir found. cause: the diagnosis, NULL if every graded set is right; why: its explanation
+ * (a static buffer); missing: sets whose files are not there (not graded); f64_files: outputs that were
+ * float64 .npy; f64_run: a set graded right has every output the float nearest the float64 result (a
+ * float64 run: float32 arithmetic leaves most outputs an ulp or more away). */
+typedef struct {
+    const char *cause, *why;
+    int missing, f64_files, f64_run;
+} GradeReport;
 
 /* Read the sets and the student's out_SET.npy from dir, compare each with the float64 reference, print
- * one line per set and the diagnosis. Returns 0 (all right), 1 (something wrong); a missing or malformed
- * file exits 2 with one line naming it. *cause (may be NULL) gets the diagnosis, NULL if all right. */
-int grade_dir(const char *dir, int print, const char **cause);
+ * (if print) one line per set (PASS, FAIL or MISSING), the notes and the diagnosis. Returns 0 (every set
+ * there and right) or 1 (something missing or wrong); a malformed file or no such dir exits 2 with one
+ * line naming it. rep (may be NULL) gets what was found. */
+int grade_dir(const char *dir, int print, GradeReport *rep);
 
 /* Where a score modifier went, if it went to a known wrong place: out (of inputs q, k, v [bh, N, D] with
  * ALiBi slopes [bh]) equals Break ALiBi-after-max or ALiBi-relative at tiles of 16..128. Returns the cause

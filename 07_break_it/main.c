@@ -448,7 +448,8 @@ static void usage(const Opts *o)
            "  --trace-row R          the query row traced (default: the row of the first inf, else of the largest score)\n"
            "  --diagnose             run each known break through the diagnosis and check it names the cause\n"
            "  --assignment DIR       write input sets for a student's own tiled attention (and DIR/README.txt)\n"
-           "  --grade DIR            grade the student's DIR/out_SET.npy: PASS per set, or the break it shows\n"
+           "  --grade DIR            grade the student's DIR/out_SET.npy: PASS, FAIL or MISSING per set, the break it\n"
+           "                         shows; exit 0 all right, 1 anything wrong or missing, 2 a malformed file\n"
            "  --q/--k/--v FILE.npy --out FILE.npy [--causal] [--alibi]   run --break (default none) on these inputs, save O\n");
 }
 
@@ -499,7 +500,7 @@ int main(int argc, char **argv)
         usage_error("unknown option '%s' (see --help)", argv[i]);
     }
     if (o.help) { usage(&o); return 0; }
-    if (assignment) return grade_assignment(assignment, o.seed);
+    if (assignment) return grade_assignment(assignment, o.seed, 1);
     if (grade) return grade_dir(grade, 1, NULL);
     if (o.outfile && !o.qfile) usage_error("option --out needs --q, --k and --v: the inputs whose output it saves");
     if (o.causal && !o.qfile) usage_error("option --causal goes with --q/--k/--v/--out (the other runs are non-causal)");

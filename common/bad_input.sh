@@ -25,6 +25,17 @@ printf 'text\000with a NUL byte' >"$tmp/binary.txt"
 printf 'hello world\n' >"$tmp/short.txt"
 for a in 196 197 198 199 200; do b=128; while [ $b -lt 192 ]; do   # 320 distinct two-byte UTF-8 characters
     printf "\\$(printf %o $a)\\$(printf %o $b)"; b=$((b + 1)); done; done >"$tmp/many.txt"
+# model files for step06 --generate --load (generate.c's layout): V=2 T=1 L=1 H=1 C=1 has 30 parameters
+shape='\001\000\000\000\002\000\000\000\001\000\000\000\001\000\000\000\001\000\000\000\001\000\000\000'
+syms='\141\000\000\000\142\000\000\000'
+{ printf 'FLASHGPT'; printf "$shape"; printf '\036\000\000\000\000\000\000\000'; printf "$syms"; head -c 120 /dev/zero; } >"$tmp/good.bin"
+{ printf 'FLASHGPT'; printf "$shape"; printf '\036\000\000\000\000\000\000\000'; printf "$syms"; head -c 100 /dev/zero; } >"$tmp/cut.bin"
+{ printf 'FLASHGPT'; printf "$shape"; printf '\037\000\000\000\000\000\000\000'; printf "$syms"; head -c 124 /dev/zero; } >"$tmp/count.bin"
+{ printf 'FLASHGPT'; printf "$shape"; printf '\036\000\000\000\000\000\000\000'; printf "$syms"; head -c 116 /dev/zero
+  printf '\000\000\300\177'; } >"$tmp/nanw.bin"
+{ printf 'FLASHGPT\002\000\000\000'; head -c 116 /dev/zero; } >"$tmp/v2.bin"
+printf 'FLASHGPT' >"$tmp/hdr.bin"
+printf 'this is not a model file, only text long enough for a header' >"$tmp/foreign.bin"
 
 n=0
 # expect RC WHAT step, description, args...: exit RC with one line on stderr (and for RC 1, the bytes asked for)
@@ -75,6 +86,16 @@ bad step05 "kernel range open"  --kernel 11-
 bad step05 "check with a kernel range" --check --kernel 11-12
 bad step05 "grid over 2^31-1"   --batch 1048576 --heads 1048576 --seq 64 --dim 64 --dtype fp16
 bad step05 "dim 48 unsupported for tensor cores" --dtype fp16 --dim 48
+bad step05 "decode: Hq not a multiple" --decode --kv-heads 5
+bad step05 "decode: 17 new rows"   --decode --new 17
+bad step05 "decode: page 48"       --decode --page 48
+bad step05 "decode: page 512"      --decode --page 512
+bad step05 "decode: a length of 0" --decode --lens 0,5
+bad step05 "decode: cache < new rows" --decode --lens 5,3 --new 4
+bad step05 "decode: D 32 in fp16"  --decode --dim 32
+bad step05 "decode: lens vs batch" --decode --lens 5,6 --batch 3
+bad step05 "kv-heads without decode" --kv-heads 4
+bad step05 "decode with backward"  --decode --backward
 bad step06 "bad mask"           --mask sideways
 bad step06 "train: data missing"  --train --data "$tmp/none.txt"
 bad step06 "train: data is a dir" --train --data "$tmp"
@@ -91,22 +112,49 @@ bad step06 "train: seq past corpus" --train --seq 50000 --batch 1 --heads 1
 bad step06 "train gpu: csv unwritable" --train --device gpu --csv /proc/step06-nope.csv
 bad step06 "train: csv unwritable" --train --csv /proc/step06-nope.csv
 bad step06 "train with alibi"     --train --alibi
-if [ -x ./step07 ]; then   # a graded assignment with one output truncated, one of the wrong shape, one missing
+bad step06 "train: save unwritable" --train --save /proc/step06-nope.bin
+bad step06 "save without train"   --save "$tmp/m.bin"
+bad step06 "load without generate" --load "$tmp/good.bin"
+bad step06 "generate: no --load"  --generate
+bad step06 "generate: load missing" --generate --load "$tmp/none.bin"
+bad step06 "generate: foreign file" --generate --load "$tmp/foreign.bin"
+bad step06 "generate: header cut" --generate --load "$tmp/hdr.bin"
+bad step06 "generate: weights cut" --generate --load "$tmp/cut.bin"
+bad step06 "generate: count off"  --generate --load "$tmp/count.bin"
+bad step06 "generate: version 2"  --generate --load "$tmp/v2.bin"
+bad step06 "generate: NaN weight" --generate --load "$tmp/nanw.bin"
+bad step06 "generate: unknown symbol" --generate --load "$tmp/good.bin" --prompt "abc"
+bad step06 "generate: empty prompt" --generate --load "$tmp/good.bin" --prompt ""
+bad step06 "generate: tokens 0"   --generate --load "$tmp/good.bin" --tokens 0
+bad step06 "generate: temperature -1" --generate --load "$tmp/good.bin" --temperature -1
+bad step06 "generate with --seq"  --generate --load "$tmp/good.bin" --seq 64
+if [ -x ./step07 ]; then   # a graded assignment with one output truncated, one of the wrong shape, one int32, one missing
     ./step07 --assignment "$tmp/a" >/dev/null 2>&1
-    for s in multi one_tile negative causal large; do cp "$tmp/a/q_$s.npy" "$tmp/a/out_$s.npy"; done
+    for s in multi one_tile negative causal large huge alibi; do cp "$tmp/a/q_$s.npy" "$tmp/a/out_$s.npy"; done
     head -c 1000 "$tmp/a/q_multi.npy" >"$tmp/a/out_multi.npy"
     mkdir -p "$tmp/b" && cp "$tmp/a"/*.npy "$tmp/b/" && cp "$tmp/a/q_one_tile.npy" "$tmp/b/out_multi.npy"
     mkdir -p "$tmp/c" && cp "$tmp/b"/*.npy "$tmp/c/" && cp "$tmp/a/q_multi.npy" "$tmp/c/out_multi.npy" && rm "$tmp/c/out_large.npy"
+    mkdir -p "$tmp/d" && cp "$tmp/c"/*.npy "$tmp/d/" && mknpy "$tmp/d/out_multi.npy" '<i4' '(1, 2, 256, 64)' 131072
 fi
 bad step07 "grade: output truncated" --grade "$tmp/a"
 bad step07 "grade: output wrong shape" --grade "$tmp/b"
-bad step07 "grade: output missing" --grade "$tmp/c"
+bad step07 "grade: output int32"     --grade "$tmp/d"
 bad step07 "grade: no such dir"   --grade "$tmp/none"
 bad step07 "assignment: unwritable" --assignment /proc/step07-assignment
+bad step07 "assignment: a file in the path" --assignment "$tmp/junk.npy/a"
 bad step07 "out without inputs"   --out "$tmp/o.npy"
 bad step07 "alibi without inputs" --alibi
 bad step07 "bad break"          --break everything
 bad step07 "score-scale nan"    --score-scale nan
+# A missing output is not a usage error either: the other sets are graded, the missing one is named, exit 1.
+if [ -x ./step07 ]; then
+    n=$((n + 1))
+    ./step07 --grade "$tmp/c" >"$tmp/out" 2>"$tmp/err"
+    rc=$? graded=$(grep -c '^  \(PASS\|FAIL\) ' "$tmp/out")
+    if [ "$rc" -eq 1 ] && [ ! -s "$tmp/err" ] && grep -q '^  MISSING large ' "$tmp/out" && [ "$graded" -eq 6 ]; then
+        echo "PASS grade/step07 output missing: exit 1, $(grep '^missing:' "$tmp/out"), the other $graded sets graded"
+    else echo "FAIL grade/step07 output missing: expected exit 1, a MISSING line for large, 6 sets graded and nothing on stderr; got exit $rc, $graded graded, stderr: $(head -c 300 "$tmp/err")"; fi
+fi
 # Out of memory is not a usage error: exit 1, one line with the bytes asked for.
 expect 1 out-of-memory step01 "Q over the host's memory" --seq 1048576 --batch 64 --heads 64 --dim 64 --device cpu
 # ... and it says which memory ran out and the limit it used, the limit and not the bytes asked for again

@@ -5,6 +5,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -437,15 +438,15 @@ float dot_f32(const float *a, const float *b, long D)
 /* ------------------------------------------------------ float64 reference */
 
 /* One row, with an optional ALiBi slope (0: plain attention): s_j -= slope |i - j|. */
-static void ref_row(const float *q, const float *k, const float *v, long N, long D, int causal, long i, double slope,
-                    double *s, double *o)
+/* One query row qi against keys 0 .. jend-1, in double; i is the row's own index, for the bias only. */
+static void ref_keys(const float *qi, const float *k, const float *v, long jend, long D, long i, double slope,
+                     double *s, double *o)
 {
     const double scale = 1.0 / sqrt((double)D);
-    long jend = causal ? i + 1 : N;
     double m = -INFINITY, l = 0;
     for (long j = 0; j < jend; j++) {           /* s_j = q_i . k_j / sqrt(D) - slope |i - j| */
         double acc = 0;
-        for (long d = 0; d < D; d++) acc += (double)q[i * D + d] * k[j * D + d];
+        for (long d = 0; d < D; d++) acc += (double)qi[d] * k[j * D + d];
         s[j] = acc * scale - slope * (double)(i > j ? i - j : j - i);
         if (s[j] > m) m = s[j];
     }
@@ -454,6 +455,17 @@ static void ref_row(const float *q, const float *k, const float *v, long N, long
     for (long j = 0; j < jend; j++)
         for (long d = 0; d < D; d++) o[d] += s[j] * v[j * D + d];
     for (long d = 0; d < D; d++) o[d] /= l;
+}
+
+static void ref_row(const float *q, const float *k, const float *v, long N, long D, int causal, long i, double slope,
+                    double *s, double *o)
+{
+    ref_keys(q + i * D, k, v, causal ? i + 1 : N, D, i, slope, s, o);
+}
+
+void ref_attention_keys(const float *q_row, const float *k, const float *v, long nkeys, long D, double *s, double *o)
+{
+    ref_keys(q_row, k, v, nkeys, D, 0, 0.0, s, o);
 }
 
 void ref_attention_row(const float *q, const float *k, const float *v, long N, long D,
@@ -793,9 +805,11 @@ int rss_reset_peak(void)
 
 /* ------------------------------------------------------------ .npy, CSV */
 
-/* Parse the header of a version 1/2/3 .npy: dtype '<f4' or '<f2', C order,
+enum { NPY_F64 = 8 }; /* '<f8', read only where a caller allows it (npy_load_f64ok), never a DT_* of a step */
+
+/* Parse the header of a version 1/2/3 .npy: dtype '<f4' or '<f2' (or '<f8' if allow_f64), C order,
  * shape tuple. Returns ndim, fills shape, *dt, *data_off; or -1 with *why. */
-static int npy_header(FILE *f, long *shape, int *dt, long *data_off, const char **why)
+static int npy_header(FILE *f, long *shape, int *dt, long *data_off, const char **why, int allow_f64)
 {
     unsigned char pre[10];
     char hdr[4096];
@@ -814,7 +828,9 @@ static int npy_header(FILE *f, long *shape, int *dt, long *data_off, const char 
     *data_off += (long)hlen;
     if (strstr(hdr, "'<f4'")) *dt = DT_FP32;
     else if (strstr(hdr, "'<f2'")) *dt = DT_FP16;
-    else { *why = "dtype is not float32 ('<f4') or float16 ('<f2')"; return -1; }
+    else if (allow_f64 && strstr(hdr, "'<f8'")) *dt = NPY_F64;
+    else { *why = allow_f64 ? "dtype is not float32 ('<f4'), float16 ('<f2') or float64 ('<f8')"
+                            : "dtype is not float32 ('<f4') or float16 ('<f2')"; return -1; }
     if (!strstr(hdr, "'fortran_order': False")) { *why = "not C order"; return -1; }
     char *p = strstr(hdr, "'shape':");
     if (!p || !(p = strchr(p, '('))) { *why = "no shape in header"; return -1; }
@@ -840,13 +856,13 @@ int npy_shape(const char *opt, const char *path, long *shape)
     long off;
     FILE *f = fopen(path, "rb");
     if (!f) usage_error("option %s: cannot open %s: %s", opt, path, strerror(errno));
-    int nd = npy_header(f, shape, &dt, &off, &why);
+    int nd = npy_header(f, shape, &dt, &off, &why, 0);
     fclose(f);
     if (nd < 0) usage_error("option %s: %s: %s", opt, path, why);
     return nd;
 }
 
-float *npy_load(const char *opt, const char *path, const long *want, int ndim)
+static float *npy_read(const char *opt, const char *path, const long *want, int ndim, int allow_f64, int *was_f64)
 {
     const char *why = "";
     long shape[4], off;
@@ -854,7 +870,7 @@ float *npy_load(const char *opt, const char *path, const long *want, int ndim)
     size_t n = 1;
     FILE *f = fopen(path, "rb");
     if (!f) usage_error("option %s: cannot open %s: %s", opt, path, strerror(errno));
-    int nd = npy_header(f, shape, &dt, &off, &why);
+    int nd = npy_header(f, shape, &dt, &off, &why, allow_f64);
     if (nd < 0) { fclose(f); usage_error("option %s: %s: %s", opt, path, why); }
     int same = nd == ndim;
     for (int d = 0; d < nd && same; d++) same = shape[d] == want[d];
@@ -865,11 +881,20 @@ float *npy_load(const char *opt, const char *path, const long *want, int ndim)
                     want[0], want[1], want[2], want[3]);
     }
     for (int d = 0; d < nd; d++) n *= (size_t)shape[d];
-    size_t esz = dtype_size(dt);
     float *x = xmalloc(n * sizeof(float), path);
+    if (was_f64) *was_f64 = dt == NPY_F64;
     if (dt == DT_FP32) {
         if (fread(x, 4, n, f) != n) { fclose(f); usage_error("option %s: %s: data truncated", opt, path); }
+    } else if (dt == NPY_F64) { /* one row of doubles at a time, each rounded to the nearest float */
+        double row[512];
+        for (size_t i = 0; i < n; i += 512) {
+            const size_t c = n - i < 512 ? n - i : 512;
+            if (fread(row, 8, c, f) != c) { fclose(f); usage_error("option %s: %s: data truncated", opt, path); }
+            for (size_t j = 0; j < c; j++) /* past float's range: inf (a cast there is undefined in C) */
+                x[i + j] = row[j] > FLT_MAX ? INFINITY : row[j] < -FLT_MAX ? -INFINITY : (float)row[j];
+        }
     } else {
+        const size_t esz = dtype_size(dt);
         uint16_t *h = xmalloc(n * esz, path);
         if (fread(h, 2, n, f) != n) { fclose(f); usage_error("option %s: %s: data truncated", opt, path); }
         for (size_t i = 0; i < n; i++) x[i] = f16_to_f32(h[i]);
@@ -879,27 +904,55 @@ float *npy_load(const char *opt, const char *path, const long *want, int ndim)
     return x;
 }
 
-int npy_save(const char *path, const float *x, const long *shape, int ndim, int dtype)
+float *npy_load(const char *opt, const char *path, const long *want, int ndim)
+{
+    return npy_read(opt, path, want, ndim, 0, NULL);
+}
+
+float *npy_load_f64ok(const char *opt, const char *path, const long *want, int ndim, int *was_f64)
+{
+    return npy_read(opt, path, want, ndim, 1, was_f64);
+}
+
+/* Open path and write a version 1 .npy header for dtype descr ("<f4", "<f2", "<f8") and shape; *n gets
+ * the element count. NULL if the file cannot be opened. */
+static FILE *npy_create(const char *path, const char *descr, const long *shape, int ndim, size_t *n)
 {
     char hdr[256], sh[128] = "";
-    size_t n = 1;
+    *n = 1;
     for (int d = 0; d < ndim; d++) {
         char t[32];
         snprintf(t, sizeof t, "%ld,%s", shape[d], ndim == 1 ? "" : " ");
         strcat(sh, t);
-        n *= (size_t)shape[d];
+        *n *= (size_t)shape[d];
     }
-    int len = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
-                       dtype == DT_FP16 ? "<f2" : "<f4", sh);
+    int len = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, sh);
     int total = 10 + len + 1, pad = (64 - total % 64) % 64; /* header is padded to 64 bytes */
     FILE *f = fopen(path, "wb");
-    if (!f) return -1;
+    if (!f) return NULL;
     unsigned short hl = (unsigned short)(len + pad + 1);
     fwrite("\x93NUMPY\x01\x00", 1, 8, f);
     fputc(hl & 0xff, f); fputc(hl >> 8, f);
     fwrite(hdr, 1, (size_t)len, f);
     for (int i = 0; i < pad; i++) fputc(' ', f);
     fputc('\n', f);
+    return f;
+}
+
+int npy_save_f64(const char *path, const double *x, const long *shape, int ndim)
+{
+    size_t n;
+    FILE *f = npy_create(path, "<f8", shape, ndim, &n);
+    if (!f) return -1;
+    const size_t w = fwrite(x, 8, n, f);
+    return (fclose(f) == 0 && w == n) ? 0 : -1;
+}
+
+int npy_save(const char *path, const float *x, const long *shape, int ndim, int dtype)
+{
+    size_t n;
+    FILE *f = npy_create(path, dtype == DT_FP16 ? "<f2" : "<f4", shape, ndim, &n);
+    if (!f) return -1;
     size_t w = 0;
     if (dtype == DT_FP16)
         for (size_t i = 0; i < n; i++) { uint16_t h = f32_to_f16(x[i]); w += fwrite(&h, 2, 1, f); }

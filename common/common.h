@@ -152,9 +152,14 @@ float dot_f32(const float *a, const float *b, long D);
 
 /* One output row of attention, all in double:
  * o[d] = sum_j softmax_j(q_i . k_j / sqrt(D)) v_j[d], causal: only j <= i.
- * q, k, v point at the head's [N, D] block. scratch holds N doubles. */
+ * q, k, v point at the head's [N, D] block. scratch holds N doubles; on return scratch[j] is
+ * e^(s_j - max s) for the keys the row sees (j <= i when causal, else j < N): their sum is the row's l. */
 void ref_attention_row(const float *q, const float *k, const float *v, long N, long D,
                        int causal, long i, double *scratch, double *o);
+/* One query row q_row [D] against the first nkeys rows of k, v [*, D] (decode: the newest token's row
+ * against its KV cache). scratch holds nkeys doubles. */
+void ref_attention_keys(const float *q_row, const float *k, const float *v, long nkeys, long D, double *scratch,
+                        double *o);
 /* The whole [B, H, N, D] output (B*H = bh heads). */
 void ref_attention(const float *q, const float *k, const float *v, long bh, long N, long D,
                    int causal, double *out);
@@ -285,10 +290,15 @@ int rss_reset_peak(void);
  * The shape must equal shape[0..ndim-1]; otherwise, or on a missing or
  * malformed file, one line naming opt and exit 2. */
 float *npy_load(const char *opt, const char *path, const long *shape, int ndim);
+/* The same, and float64 ('<f8') data too, each value rounded to the nearest float; *was_f64 (may be NULL)
+ * says whether the file was float64 (a grader takes what NumPy's float64 promotion saves). */
+float *npy_load_f64ok(const char *opt, const char *path, const long *shape, int ndim, int *was_f64);
 /* Read just the shape of a .npy (ndim <= 4); exits 2 like npy_load. */
 int npy_shape(const char *opt, const char *path, long *shape);
 /* Write float32 (dtype DT_FP32) or float16 (DT_FP16) .npy. Returns 0 on success. */
 int npy_save(const char *path, const float *x, const long *shape, int ndim, int dtype);
+/* Write a float64 .npy, as NumPy saves a float64 array. Returns 0 on success. */
+int npy_save_f64(const char *path, const double *x, const long *shape, int ndim);
 
 /* Load --q/--k/--v (shape from --q, the others must match) or make random ones
  * from the seed. Sets o->B..D from the file. Buffers are tracked. */

@@ -55,8 +55,9 @@ extern "C" const char *gpu_describe(void)
 }
 
 /* Each allocation's size lives in a small table (device memory has no room
- * for a header that the host can read). The steps hold a handful of buffers. */
-enum { MAX_LIVE = 64 };
+ * for a header that the host can read). The steps hold a handful of buffers
+ * (step 05's decode bench some hundreds: copies of small caches, so that L2 holds none of them). */
+enum { MAX_LIVE = 1024 };
 static void *live_p[MAX_LIVE];
 static size_t live_n[MAX_LIVE];
 static size_t d_cur, d_peak, d_limit;
@@ -163,6 +164,15 @@ extern "C" void *dupload(const float *h, size_t n, int dtype, const char *what)
 {
     void *d = dmalloc(n * dtype_size(dtype), what);
     dupload_into(d, h, n, dtype);
+    return d;
+}
+
+extern "C" void dzero(void *d, size_t bytes) { CUDA_CHECK(cudaMemset(d, 0, bytes)); }
+
+extern "C" int *dupload_int(const int *h, size_t n, const char *what)
+{
+    int *d = (int *)dmalloc(n * sizeof(int), what);
+    CUDA_CHECK(cudaMemcpy(d, h, n * sizeof(int), cudaMemcpyHostToDevice));
     return d;
 }
 

@@ -1,11 +1,11 @@
 #!/bin/sh
 # The GPU runs behind the READMEs, in one go on a GPU machine:
 #   sh common/gpu_runs.sh OUTDIR [what...]
-# what: checks sanitize step01 step02 step05 bench backward step06 train step07 plots (default: all but plots).
+# what: checks sanitize step01 step02 step05 bench backward decode step06 train generate step07 plots (default: all but plots).
 # Each run's output goes to OUTDIR/<name>.log; a one-line summary per run to stdout.
 out=${1:?usage: sh common/gpu_runs.sh OUTDIR [what...]}; shift
 mkdir -p "$out"
-[ $# -gt 0 ] || set -- checks sanitize step01 step02 step05 bench backward step06 train step07
+[ $# -gt 0 ] || set -- checks sanitize step01 step02 step05 bench backward decode step06 train generate step07
 run() { # name, command...
     n=$1; shift
     t0=$(date +%s)
@@ -30,6 +30,16 @@ for w in "$@"; do
             run step05_backward_fp32 ./step05 --backward
             run bench_backward_fp16 ./step05 --bench --backward --dtype fp16 --repeat 5 --csv "$out/bench_backward_fp16.csv"
             run bench_backward_fp16_causal ./step05 --bench --backward --dtype fp16 --causal --repeat 5 --csv "$out/bench_backward_fp16_causal.csv" ;;
+    decode) run step05_decode ./step05 --decode --csv "$out/decode_default.csv"
+            run bench_decode_fp16 ./step05 --decode --bench --csv "$out/decode_fp16.csv"
+            run bench_decode_bf16 ./step05 --decode --bench --dtype bf16 --csv "$out/decode_bf16.csv"
+            if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+                run sdpa_decode_fp16 python3 plots/sdpa_decode.py "$out/sdpa_decode_fp16.csv"
+                run sdpa_decode_bf16 python3 plots/sdpa_decode.py "$out/sdpa_decode_bf16.csv" --dtype bf16
+            fi ;;
+    generate) run train_save ./step06 --train --save "$out/model.bin"
+            run generate_gpu_greedy ./step06 --generate --device gpu --load "$out/model.bin" --temperature 0
+            run generate_gpu ./step06 --generate --device gpu --load "$out/model.bin" ;;
     step06) run step06 ./step06 --csv "$out/step06.csv"; run step06_fp16 ./step06 --device gpu --dtype fp16
             run step06_fp16_16k ./step06 --device gpu --dtype fp16 --seq 16384 --batch 1 ;;
     train) run train_gpu ./step06 --train --device gpu --csv "$out/train_gpu.csv"

@@ -4,7 +4,8 @@
 # not; the forwards that write L once more with L; the backward kernels at
 # D = 64 and, in fp16/bf16, 128), and over step 01's softmax kernel through
 # its GPU check, and over step 06's GPU training (gpt_gpu.cu's kernels). Any error
-# fails (--error-exitcode=1). Skips (exit 77) without a GPU or the tool.
+# fails (--error-exitcode=1). Skips (exit 77) without a GPU or the tool. Also step 05's decode kernels
+# (--decode --sanitize-shapes) and step 06's generation on the GPU.
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 [ -n "$cs" ] || { echo "sanitize: SKIP: compute-sanitizer not found"; exit 77; }
 ./step05 --help >/dev/null 2>&1 || { echo "sanitize: ./step05 is missing: make step05"; exit 2; }
@@ -16,6 +17,15 @@ for tool in memcheck racecheck initcheck synccheck; do
         echo "PASS sanitize/$tool step05: $(grep -c '^ran kernel' /tmp/sanitize.$$.log) forward and $(grep -c '^ran backward' /tmp/sanitize.$$.log) backward kernel runs, $(tail -n 1 /tmp/sanitize.$$.log)"
     else
         echo "FAIL sanitize/$tool step05:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
+    fi
+done
+# step 05's decode kernels (kernel 1 in fp32, fp16, bf16; 2-5 in fp16 and bf16): three sequences of 257, 17
+# and 65 keys, 4 query heads over 2 KV heads, 1 and 5 new rows, pages of 64 and 16 keys
+for tool in memcheck racecheck initcheck synccheck; do
+    if "$cs" --tool "$tool" --error-exitcode=1 ./step05 --decode --sanitize-shapes >/tmp/sanitize.$$.log 2>&1; then
+        echo "PASS sanitize/$tool step05 --decode: $(grep -c '^ran decode kernel' /tmp/sanitize.$$.log) decode kernel runs, $(tail -n 1 /tmp/sanitize.$$.log)"
+    else
+        echo "FAIL sanitize/$tool step05 --decode:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
     fi
 done
 if "$cs" --tool memcheck --error-exitcode=1 ./step01 --device gpu --seq 257 --dim 64 --batch 2 --heads 3 --repeat 1 >/tmp/sanitize.$$.log 2>&1; then
@@ -35,5 +45,19 @@ for tool in memcheck racecheck initcheck synccheck; do
         echo "FAIL sanitize/$tool step06 --train --device gpu:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
     fi
 done
-rm -f /tmp/sanitize.$$.log
+# step 06's generation on the GPU (gpt_gpu.cu's decoder: encoder_forward_at, kv_append, decode kernel 1), with a
+# model of T = 32 trained 2 steps on the CPU: 40 tokens, so the window slides
+if ./step06 --train --steps 2 --batch 2 --seq 32 --layers 1 --save /tmp/sanitize.$$.bin >/dev/null 2>&1; then
+    for tool in memcheck racecheck initcheck synccheck; do
+        if "$cs" --tool "$tool" --error-exitcode=1 ./step06 --generate --device gpu --load /tmp/sanitize.$$.bin --tokens 40 \
+                >/tmp/sanitize.$$.log 2>&1; then
+            echo "PASS sanitize/$tool step06 --generate --device gpu (T = 32, 40 tokens): $(tail -n 1 /tmp/sanitize.$$.log)"
+        else
+            echo "FAIL sanitize/$tool step06 --generate --device gpu:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
+        fi
+    done
+else
+    echo "FAIL sanitize: ./step06 --train --save could not make the model for --generate"; fail=1
+fi
+rm -f /tmp/sanitize.$$.log /tmp/sanitize.$$.bin
 exit $fail

@@ -33,12 +33,18 @@ if ./step05 --help >/dev/null 2>&1 && ./step05 --kernel 1 --seq 64 --repeat 1 >/
         $py plots/sdpa_reference.py results/sdpa_fp16.csv >/dev/null && ref=results/sdpa_fp16.csv
     fi
     $py plots/throughput.py results/bench_fp16.csv results/throughput_fp16.png $ref
+    if [ "$quick" != quick ]; then  # the decode benchmark (half a minute), and its references where PyTorch is
+        ./step05 --decode --bench --csv results/decode_fp16.csv >/dev/null
+        dref=""
+        [ -n "$ref" ] && $py plots/sdpa_decode.py results/sdpa_decode_fp16.csv >/dev/null && dref=results/sdpa_decode_fp16.csv
+        $py plots/decode.py results/decode_fp16.csv results/decode_fp16.png $dref
+    fi
     $py plots/backward_throughput.py results/bench_backward_fp16.csv results/backward_fp16.png
     $py plots/causal.py results/step06_gpu.csv results/causal_gpu.png
     $py plots/loss_curves.py results/train_gpu.csv results/loss_curves_gpu.png "./step06 --train --device gpu"
     $py plots/train_gpu.py results/train_gpu_big.csv results/train_gpu_big.png
 else
-    echo "plots: GPU pictures skipped (no CUDA device): memory_gpu.png, throughput_fp16.png, backward_fp16.png, causal_gpu.png, loss_curves_gpu.png, train_gpu_big.png"
+    echo "plots: GPU pictures skipped (no CUDA device): memory_gpu.png, throughput_fp16.png, decode_fp16.png, backward_fp16.png, causal_gpu.png, loss_curves_gpu.png, train_gpu_big.png"
 fi
 for f in results/*.png; do [ -s "$f" ] || { echo "plots: $f was not written"; exit 1; }; done
 echo "plots: $(ls results/*.png | wc -l) pictures in results/"

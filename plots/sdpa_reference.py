@@ -1,7 +1,7 @@
 """sdpa_reference.py: FlashAttention-2 and cuDNN timed at step 05's --bench shapes
 (batch = 16384/N, heads = 2048/D, N = 512..16384, D = 64 and 128) through
 PyTorch's scaled_dot_product_attention, the yardsticks beside kernels 11-14 in
-05_cuda_fused/README.md. Same count as step 05 (4 B H N^2 D flops, half of it
+05_cuda_fused/RESULTS.md. Same count as step 05 (4 B H N^2 D flops, half of it
 causal), the same timing rule (CUDA events after a warm-up, median of the
 repeats; each repeat is 10 calls back to back, so that PyTorch's per-call
 dispatch on the host is not timed), random normal inputs. Writes step 05's CSV columns with kernel -2

@@ -1,0 +1,498 @@
+/*
+ * decode.cuh: decode kernels 2 to 5, written once, as overlap.cuh is for forward kernels 13 and 14 and
+ * bwd_mma.cuh for backward kernels 2 to 4. Each decodeN_*.cu instantiates the template below with its one
+ * idea switched on (`make idea K=D3` shows the flags):
+ *
+ *   DecodeFlags<SPLIT, GROUPED, PAGED, NST>
+ *   kernel 2  <0, 0, 0, 3>  the forward kernel as is: one block per (sequence, query head), its 4 warps
+ *                           16 query rows each, every warp over every key (kernel 9's loop); n <= 16
+ *                           new rows fill one warp, the block's other three only load
+ *   kernel 3  <1, 0, 0, 4>  split-KV (flash-decoding): the keys of a sequence split across S blocks and,
+ *                           inside a block, across its 4 warps; each ends with the tile loop's state
+ *                           (m, l, o) for its rows, the warps' states merged in shared memory, the
+ *                           blocks' by a second kernel: step 04's merge (flash.c: flash_merge_cpu), twice
+ *   kernel 4  <1, 1, 0, 4>  grouped heads: one block per KV head, whose K/V tiles serve every query head
+ *                           that reads them (Hq / Hkv of them, each with n rows): the cache read once
+ *   kernel 5  <1, 1, 1, 3>  paged: the cache in pages of P keys, in any order, shared between sequences,
+ *                           found through a block table (vLLM's PagedAttention)
+ *
+ * The arithmetic is kernel 9's (05_cuda_fused/kernel9_ffma_scale.cu): S = Q K^T and O += P V on
+ * mma.sync m16n8k16, fp32 accumulators, the running max in log2 units, p = 2^(s scale_log2 - m) as one
+ * FFMA and one ex2, P packed from the score fragments into the A fragments of the second product
+ * without leaving registers. A warp owns 16 query rows; the new rows of a sequence (n <= 16), or of a
+ * group of query heads (Hq / Hkv x n), are padded to 16: the tensor cores do the padding's work, and
+ * they are far from being what a decode waits on.
+ *
+ * What a decode waits on is memory: one new row reads every cached key and value once and does 4 D flops
+ * with each pair of 2 D elements, an arithmetic intensity of 1 flop per byte in fp16, where the H100's
+ * balance point is about 300. The kernels are judged in GB/s of K and V read, against the measured read
+ * bandwidth of the device. Everything below serves that: K/V tiles of BC = 64 keys stream through shared
+ * memory by cp.async, NST stages deep (NST - 1 tiles in flight while one is used), and the grid is sized
+ * to fill the GPU, which is the whole of kernel 3's idea: one query row per head gives the forward's
+ * grid B x Hq blocks (32 at B = 1 and 32 heads, for 132 SMs); splitting the keys gives each SM work.
+ */
+#ifndef DECODE_CUH
+#define DECODE_CUH
+
+#include <climits>
+#include <cmath>
+#include <cstdio>
+
+#include "gpu.cuh"
+#include "kernels.h"
+#include "tc.cuh"
+
+constexpr int DEC_BC = 64;        // keys per K/V tile
+constexpr int DEC_WARPS = 4;
+constexpr int DEC_ROWS = 64;      // query rows per block: 4 warps x 16
+
+/* NST: the cp.async stages, NST - 1 tiles in flight while one is used. 3 stages take 104 KB at D = 128 (two
+ * blocks an SM), 4 take 139 KB (one). */
+template <bool SPLIT_, bool GROUPED_, bool PAGED_, int NST_> struct DecodeFlags {
+    static constexpr bool SPLIT = SPLIT_, GROUPED = GROUPED_, PAGED = PAGED_;
+    static constexpr int NST = NST_;
+};
+
+template <int D, int NST> struct DecSmem {
+    static constexpr int LD = D + 8;  // 16-byte pad per row: ldmatrix without bank conflicts (kernel 4's)
+    static constexpr size_t bytes = (size_t)NST * 2 * DEC_BC * LD * 2; // K and V, NST stages, 16-bit
+};
+
+/* What one launch needs, by value. The partial states of the split (SPLIT, S > 1) go to ws_m, ws_l
+ * [rows_total, S] and ws_o [rows_total, S, D], rows_total = B Hq n, in log2 units as the kernel keeps m. */
+template <typename T> struct DecParams {
+    const T *q; T *o;
+    const T *k, *v;                // contiguous [B, Hkv, max_len, D], or the pools [pages, Hkv, page, D]
+    const int *len, *table;
+    float *ws_m, *ws_l, *ws_o;
+    long Hq, Hkv, n, max_len, max_pages;
+    int page_shift;                // page = 1 << page_shift (PAGED)
+    int heads;                     // heads per sequence in the grid: Hkv (GROUPED) or Hq
+    int g;                         // query heads per block's KV head: Hq / Hkv (GROUPED), else 1
+    int rows;                      // query rows per (sequence, grid head): g n
+    int S, chunk_tiles;            // splits of the keys, tiles per split
+    float scale_log2;
+};
+
+/* float -> T, rounded to nearest (the outputs' one rounding). */
+template <typename T> __device__ __forceinline__ T dec_from_float(float x);
+template <> __device__ __forceinline__ __half dec_from_float<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 dec_from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+/* The query head and new-row index of the block's row gr (0 .. rows - 1) of grid head h. */
+template <bool GROUPED, typename T>
+__device__ __forceinline__ void dec_row(const DecParams<T> &p, long h, int gr, long *hq, long *i)
+{
+    if (GROUPED) { *hq = h * p.g + gr / p.n; *i = gr % p.n; }
+    else { *hq = h; *i = gr; }
+}
+
+/* PAGED: the pages of tile `tile`'s four 16-key quarters (a page holds 16 keys or more, so a quarter is in
+ * one page), read from the block table one tile before they are needed: the loads' latency is then under
+ * a tile's work instead of in front of its copies (where it cost 5 to 9% with one block an SM). */
+template <typename T>
+__device__ __forceinline__ void dec_tile_pages(const DecParams<T> &p, long b, long tile, int len, int (&ent)[4])
+{
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const long key = tile * DEC_BC + 16 * q;
+        ent[q] = key < len ? p.table[b * p.max_pages + (key >> p.page_shift)] : 0;
+    }
+}
+
+/* One K/V tile (keys key0 .. key0 + 63 of sequence b, KV head hkv) into shared memory [64][LD] by
+ * cp.async, each thread every 128th 16-byte chunk (consecutive threads, consecutive chunks of a row: one
+ * warp copies 512 contiguous bytes an instruction); keys past len are zero-filled (the mask hides them).
+ * PAGED: key -> row key % P of page ent[quarter of key], from dec_tile_pages. */
+template <int D, bool PAGED, typename T>
+__device__ __forceinline__ void dec_load_tile(T *ks, T *vs, const DecParams<T> &p, long b, long hkv, long key0, int len,
+                                              const int (&ent)[4])
+{
+    constexpr int LD = D + 8, CH = DEC_BC * D / 8;
+    const long base = (b * p.Hkv + hkv) * p.max_len * D; // contiguous: sequence b, head hkv
+    for (int c = threadIdx.x; c < CH; c += DEC_WARPS * 32) {
+        const int r = c / (D / 8), col = (c % (D / 8)) * 8;
+        const long key = key0 + r;
+        const bool in = key < len;
+        long off = 0;
+        if (in) {
+            if (PAGED) {
+                const int q = r / 16, page = q == 0 ? ent[0] : q == 1 ? ent[1] : q == 2 ? ent[2] : ent[3]; // (no local array)
+                off = (((long)page * p.Hkv + hkv) << p.page_shift | (key & ((1L << p.page_shift) - 1))) * D + col;
+            }
+            else off = base + key * D + col;
+        }
+        cp_async16(ks + r * LD + col, p.k + off, in ? 16 : 0);
+        cp_async16(vs + r * LD + col, p.v + off, in ? 16 : 0);
+    }
+}
+
+/* 16 keys (k_s rows kr .. kr + 15, absolute keys ka .. ka + 15) into one warp's state for its 16 rows:
+ * the tile loop of step 04 on fragments. last[h]: the last key row g + 8h may see (-1: a padded row). */
+template <int D, typename T>
+__device__ __forceinline__ void dec_warp16(const uint32_t (&qa)[D / 16][4], const T *k_s, const T *v_s, int kr, long ka,
+                                           const long (&last)[2], bool need_mask, float scale_log2,
+                                           float (&o)[D / 8][4], float (&m)[2], float (&l)[2])
+{
+    constexpr int LD = D + 8;
+    const int lane = threadIdx.x % 32, t = lane % 4;
+    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {                                      // s_tile = Q K^T, 16 x 16
+        uint32_t kf[4];
+        ldmatrix_x4(kf, k_s + (kr + (lane % 8) + 8 * (lane / 16)) * LD + ks * 16 + 8 * ((lane / 8) % 2));
+        mma16816<T>(s[0], qa[ks], kf);
+        mma16816<T>(s[1], qa[ks], kf + 2);
+    }
+    float mt[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float &x = s[nt][e];
+            if (need_mask && ka + nt * 8 + 2 * t + (e % 2) > last[e / 2]) x = -INFINITY; // causal, and past len
+            mt[e / 2] = fmaxf(mt[e / 2], x);                                   // m_tile = rowmax(s_tile)
+        }
+    float bse[2], alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+#pragma unroll
+        for (int off = 1; off <= 2; off *= 2) mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], off));
+        const float mn = fmaxf(m[h], mt[h] * scale_log2);                      // m_new = max(m, m_tile), log2 units
+        bse[h] = mn == -INFINITY ? 0.0f : mn;                                  // nothing visible yet: 2^(-inf) = 0
+        alpha[h] = ex2(m[h] - bse[h]);                                         // alpha = e^(m - m_new)
+        m[h] = mn;
+    }
+    uint32_t pf[4];                                                            // p_tile as the A fragment
+    float p[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) p[nt][e] = ex2(fmaf(s[nt][e], scale_log2, -bse[e / 2])); // p = e^(s - m_new)
+    pf[0] = pack2<T>(p[0][0], p[0][1]);   // row g,   keys 2t, 2t+1
+    pf[1] = pack2<T>(p[0][2], p[0][3]);   // row g+8
+    pf[2] = pack2<T>(p[1][0], p[1][1]);   // row g,   keys 2t+8, 2t+9
+    pf[3] = pack2<T>(p[1][2], p[1][3]);   // row g+8
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        l[h] = alpha[h] * l[h] + p[0][2 * h] + p[0][2 * h + 1] + p[1][2 * h] + p[1][2 * h + 1]; // l = alpha l + rowsum(p)
+#pragma unroll
+    for (int nt = 0; nt < D / 8; nt++) {                                        // o = alpha o ...
+        o[nt][0] *= alpha[0]; o[nt][1] *= alpha[0];
+        o[nt][2] *= alpha[1]; o[nt][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int n2 = 0; n2 < D / 16; n2++) {                                       // ... + p_tile V
+        uint32_t vf[4];
+        ldmatrix_x4_trans(vf, v_s + (kr + (lane % 8) + 8 * ((lane / 8) % 2)) * LD + n2 * 16 + 8 * (lane / 16));
+        mma16816<T>(o[2 * n2], pf, vf);
+        mma16816<T>(o[2 * n2 + 1], pf, vf + 2);
+    }
+}
+
+template <int D, typename T, class F>
+__global__ void __launch_bounds__(DEC_WARPS * 32)
+decode_kernel(const DecParams<T> p)
+{
+    constexpr int LD = DecSmem<D, F::NST>::LD, NST = F::NST;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *k_buf = reinterpret_cast<T *>(smem_raw);                  // [NST][BC][LD]
+    T *v_buf = k_buf + NST * DEC_BC * LD;                    // [NST][BC][LD]
+    const long b = blockIdx.x / p.heads, h = blockIdx.x % p.heads;
+    const int s = blockIdx.y, rc = blockIdx.z;                   // split s of the keys, row chunk rc
+    const long hkv = F::GROUPED ? h : h / (p.Hq / p.Hkv);
+    const int len = p.len[b];
+    const int tiles = (len + DEC_BC - 1) / DEC_BC;
+    const int t0 = s * p.chunk_tiles, t1 = min(t0 + p.chunk_tiles, tiles);
+    if (t0 >= t1) return;                                        // a split past this sequence's keys: no state
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+    /* Who does what. rows_here query rows (of the rows of this sequence and grid head) in R blocks of 16.
+     * SPLIT: warp w takes row block w % R and key slice w / R of nsl = 4 / R slices of each tile; the
+     * forward's way (kernel 2): warp w takes row block w and every key. */
+    const int rows_here = min(DEC_ROWS, p.rows - rc * DEC_ROWS), R = (rows_here + 15) / 16;
+    const int nsl = F::SPLIT ? DEC_WARPS / R : 1;
+    const int rb = F::SPLIT ? warp % R : warp, sl = F::SPLIT ? warp / R : 0;
+    const bool active = rb < R && sl < nsl;
+    const int slice_keys = DEC_BC / nsl;                         // 16, 32 or 64
+
+    /* This lane's two rows (g and g + 8 of the row block): their query head, and the last key each sees. */
+    long last[2];
+    uint32_t qa[D / 16][4];
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const int gr = rc * DEC_ROWS + rb * 16 + g + 8 * hh;
+        long hq = 0, i = 0;
+        const bool real = active && gr < p.rows;
+        if (real) dec_row<F::GROUPED>(p, h, gr, &hq, &i);
+        /* row i sits at position len - n + i. A padded row (past the block's rows) is never masked: its q is 0,
+         * so every score is 0 and nothing overflows, and what it computes is never written */
+        last[hh] = real ? len - p.n + i : LONG_MAX;
+        const T *qrow = p.q + ((b * p.Hq + hq) * p.n + i) * D;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {                    // the A fragments of Q, straight from memory
+            qa[ks][hh] = real ? *reinterpret_cast<const uint32_t *>(qrow + ks * 16 + 2 * t) : 0u;
+            qa[ks][2 + hh] = real ? *reinterpret_cast<const uint32_t *>(qrow + ks * 16 + 8 + 2 * t) : 0u;
+        }
+    }
+    /* The warp's rows: below lastmin no key is masked for any of them (no compare needed), past lastmax every
+     * key is (the warp stops there). */
+    long lastmin = min(last[0], last[1]);
+    long lastmax = max(last[0] == LONG_MAX ? -1 : last[0], last[1] == LONG_MAX ? -1 : last[1]);
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+        lastmin = min(lastmin, __shfl_xor_sync(0xffffffffu, lastmin, off));
+        lastmax = max(lastmax, __shfl_xor_sync(0xffffffffu, lastmax, off));
+    }
+
+    float o[D / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < D / 8; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+    /* The K/V tiles t0 .. t1 - 1 through NST stages: tile it + NST - 1 is copied while tile it is used. */
+    int ent[4] = {0, 0, 0, 0};                                   // PAGED: the pages of the next tile to copy
+#pragma unroll
+    for (int st = 0; st < NST - 1; st++) {
+        if (t0 + st < t1) {
+            if (F::PAGED) dec_tile_pages(p, b, t0 + st, len, ent);
+            dec_load_tile<D, F::PAGED>(k_buf + st * DEC_BC * LD, v_buf + st * DEC_BC * LD, p, b, hkv, (long)(t0 + st) * DEC_BC,
+                                       len, ent);
+        }
+        cp_async_commit();
+    }
+    if (F::PAGED && t0 + NST - 1 < t1) dec_tile_pages(p, b, t0 + NST - 1, len, ent);
+    for (int it = 0; it < t1 - t0; it++) {
+        const int nxt = it + NST - 1;
+        if (t0 + nxt < t1) {
+            dec_load_tile<D, F::PAGED>(k_buf + (nxt % NST) * DEC_BC * LD, v_buf + (nxt % NST) * DEC_BC * LD, p, b,
+                                       hkv, (long)(t0 + nxt) * DEC_BC, len, ent);
+            if (F::PAGED && t0 + nxt + 1 < t1) dec_tile_pages(p, b, t0 + nxt + 1, len, ent); // used next iteration
+        }
+        cp_async_commit();                                       // (empty near the end: the count stays uniform)
+        cp_async_wait<NST - 1>();                            // tile it has landed ...
+        __syncthreads();                                         // ... for every thread
+        const T *k_s = k_buf + (it % NST) * DEC_BC * LD, *v_s = v_buf + (it % NST) * DEC_BC * LD;
+        if (active) {
+            for (int kr = sl * slice_keys; kr < (sl + 1) * slice_keys; kr += 16) {
+                const long ka = (long)(t0 + it) * DEC_BC + kr;   // the 16 keys' absolute index
+                if (ka > lastmax) break;                         // every key from here on is masked for this warp
+                dec_warp16<D, T>(qa, k_s, v_s, kr, ka, last, ka + 15 > lastmin, p.scale_log2, o, m, l);
+            }
+        }
+        __syncthreads();                                         // nobody reads stage it % NST any more
+    }
+
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++)                               // l across the quad (each lane summed its keys)
+#pragma unroll
+        for (int off = 1; off <= 2; off *= 2) l[hh] += __shfl_xor_sync(0xffffffffu, l[hh], off);
+
+    if (!F::SPLIT) {                                             // the forward's epilogue: each warp its own rows
+        if (!active) return;
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int gr = rc * DEC_ROWS + rb * 16 + g + 8 * hh;
+            if (gr >= p.rows) continue;
+            long hq, i;
+            dec_row<F::GROUPED>(p, h, gr, &hq, &i);
+            const float inv = l[hh] > 0.0f ? 1.0f / l[hh] : 0.0f;
+            T *orow = p.o + ((b * p.Hq + hq) * p.n + i) * D;
+#pragma unroll
+            for (int nt = 0; nt < D / 8; nt++)                   // O = o / l
+                *reinterpret_cast<uint32_t *>(orow + nt * 8 + 2 * t) = pack2<T>(o[nt][2 * hh] * inv, o[nt][2 * hh + 1] * inv);
+        }
+        return;
+    }
+
+    /* SPLIT: the warps that shared a row block merge their states, through shared memory (the K/V
+     * stages are free now: the copies still counted are empty groups, waited for here all the same):
+     * m = max m_w, l = sum e^(m_w - m) l_w, o = sum e^(m_w - m) o_w. */
+    cp_async_wait<0>();
+    float *ms = reinterpret_cast<float *>(smem_raw);             // [4 warps][16]
+    float *ls = ms + DEC_WARPS * 16;                             // [4][16]
+    float *os = ls + DEC_WARPS * 16;                             // [4][16][D]
+    if (active) {
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int r16 = g + 8 * hh;
+            if (t == 0) { ms[warp * 16 + r16] = m[hh]; ls[warp * 16 + r16] = l[hh]; }
+#pragma unroll
+            for (int nt = 0; nt < D / 8; nt++) {
+                os[(warp * 16 + r16) * D + nt * 8 + 2 * t] = o[nt][2 * hh];
+                os[(warp * 16 + r16) * D + nt * 8 + 2 * t + 1] = o[nt][2 * hh + 1];
+            }
+        }
+    }
+    __syncthreads();
+    for (int x = threadIdx.x; x < R * 16 * D; x += DEC_WARPS * 32) {
+        const int rbx = x / (16 * D), r16 = (x / D) % 16, d = x % D;
+        const int gr = rc * DEC_ROWS + rbx * 16 + r16;
+        if (gr >= p.rows) continue;
+        float M = -INFINITY;
+        for (int w = rbx; w < R * nsl; w += R) M = fmaxf(M, ms[w * 16 + r16]);          // m = max over the slices
+        float L = 0.0f, O = 0.0f;
+        for (int w = rbx; w < R * nsl; w += R) {
+            const float wt = M == -INFINITY ? 0.0f : ex2(ms[w * 16 + r16] - M);        // e^(m_w - m)
+            L += wt * ls[w * 16 + r16];
+            O += wt * os[(w * 16 + r16) * D + d];
+        }
+        long hq, i;
+        dec_row<F::GROUPED>(p, h, gr, &hq, &i);
+        const long row = (b * p.Hq + hq) * p.n + i;
+        if (p.S == 1) {                                          // one split: this is the row's output
+            p.o[row * D + d] = dec_from_float<T>(L > 0.0f ? O / L : 0.0f);
+        } else {                                                 // the split's state, for decode_merge
+            p.ws_o[(row * p.S + s) * D + d] = O;
+            if (d == 0) { p.ws_m[row * p.S + s] = M; p.ws_l[row * p.S + s] = L; }
+        }
+    }
+}
+
+/* The merge of the S splits' states of each row (grid: B Hq n rows, D threads): the closed form of step
+ * 04's flash_merge_cpu, every split's weight e^(m_s - m) at once: m = max m_s, l = sum e^(m_s - m) l_s,
+ * O = sum e^(m_s - m) o_s / l. A split past the sequence's keys wrote nothing and is not read. */
+template <int D, typename T>
+__global__ void __launch_bounds__(D)
+decode_merge(const DecParams<T> p)
+{
+    const long row = blockIdx.x, b = row / (p.Hq * p.n);
+    const int tiles = (p.len[b] + DEC_BC - 1) / DEC_BC;
+    const int Sb = (tiles + p.chunk_tiles - 1) / p.chunk_tiles;  // the splits that hold keys of sequence b
+    const float *m_s = p.ws_m + row * p.S, *l_s = p.ws_l + row * p.S;
+    float M = -INFINITY;
+    for (int s = 0; s < Sb; s++) M = fmaxf(M, m_s[s]);          // m = max m_s
+    float L = 0.0f, O = 0.0f;
+    for (int s = 0; s < Sb; s++) {
+        const float wt = ex2(m_s[s] - M);                        // e^(m_s - m); an empty split: 2^(-inf) = 0
+        L += wt * l_s[s];                                        // l = sum e^(m_s - m) l_s
+        O += wt * p.ws_o[(row * p.S + s) * D + threadIdx.x];     // o = sum e^(m_s - m) o_s
+    }
+    p.o[row * D + threadIdx.x] = dec_from_float<T>(L > 0.0f ? O / L : 0.0f); // O = o / l
+}
+
+// --- the launcher ---------------------------------------------------------------------------------
+
+/* The grid of a decode launch: how many splits S of how many tiles. Without SPLIT, S = 1. With it, S
+ * is what fills the GPU once: as many blocks as the SMs hold at a time, B x heads x row chunks of them
+ * before the split, never a split without a tile. */
+struct DecGrid { int heads, g, rows, rchunks, S, chunk_tiles, tiles; };
+
+/* The SM count and shared memory per SM, read from the device once: a decode step takes tens of
+ * microseconds, and host calls before each launch would be time the GPU waits (and the timer counts). */
+static void dec_device(int *sms, int *smem_sm)
+{
+    static int s = 0, m = 0;
+    if (!s) {
+        int dev = 0;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&s, cudaDevAttrMultiProcessorCount, dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    }
+    *sms = s;
+    *smem_sm = m;
+}
+
+template <int D, typename T, class F>
+static DecGrid dec_grid(const DecodeArgs *a)
+{
+    DecGrid gr;
+    gr.heads = F::GROUPED ? (int)a->Hkv : (int)a->Hq;
+    gr.g = F::GROUPED ? (int)(a->Hq / a->Hkv) : 1;
+    gr.rows = gr.g * (int)a->n;
+    gr.rchunks = (gr.rows + DEC_ROWS - 1) / DEC_ROWS;
+    gr.tiles = (int)((a->max_len + DEC_BC - 1) / DEC_BC);
+    gr.S = 1;
+    gr.chunk_tiles = gr.tiles;
+    if (F::SPLIT) {
+        /* blocks an SM holds at a time: its shared memory over one block's (1 KB of it reserved per block), at
+         * most 4 (the registers of 4 x 128 threads at about 128 each) */
+        int sms, smem_sm;
+        dec_device(&sms, &smem_sm);
+        long per_sm = (long)smem_sm / (long)(DecSmem<D, F::NST>::bytes + 1024);
+        per_sm = per_sm < 1 ? 1 : per_sm > 4 ? 4 : per_sm;
+        const long base = a->B * gr.heads * gr.rchunks, want = (long)sms * per_sm;
+        long S = want / base;                       /* whole waves: a split more would start a wave mostly empty */
+        if (S > gr.tiles) S = gr.tiles;
+        if (S < 1) S = 1;
+        gr.chunk_tiles = (int)((gr.tiles + S - 1) / S);
+        gr.S = (gr.tiles + gr.chunk_tiles - 1) / gr.chunk_tiles;  // no split left without a tile
+    }
+    return gr;
+}
+
+template <int D, typename T, class F>
+static size_t dec_ws_dt(const DecodeArgs *a)
+{
+    const DecGrid gr = dec_grid<D, T, F>(a);
+    return gr.S > 1 ? (size_t)a->B * a->Hq * a->n * gr.S * (D + 2) * sizeof(float) : 0;
+}
+
+template <int D, typename T, class F>
+static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
+{
+    static int opted = 0;                                        /* once per instantiation, not per launch */
+    if (!opted) {
+        if (smem_opt_in(decode_kernel<D, T, F>, DecSmem<D, F::NST>::bytes, "decode kernel", id, D)) return -1;
+        opted = 1;
+    }
+    const DecGrid gr = dec_grid<D, T, F>(a);
+    DecParams<T> p;
+    p.q = (const T *)a->q; p.o = (T *)a->o;
+    p.k = (const T *)(F::PAGED ? a->k_pool : a->k); p.v = (const T *)(F::PAGED ? a->v_pool : a->v);
+    p.len = a->len; p.table = a->table;
+    const size_t rows_total = (size_t)a->B * a->Hq * a->n;
+    p.ws_m = (float *)ws; p.ws_l = p.ws_m + rows_total * gr.S; p.ws_o = p.ws_l + rows_total * gr.S;
+    p.Hq = a->Hq; p.Hkv = a->Hkv; p.n = a->n; p.max_len = a->max_len; p.max_pages = a->max_pages;
+    p.page_shift = 0;
+    while (F::PAGED && (1L << p.page_shift) < a->page) p.page_shift++;
+    p.heads = gr.heads; p.g = gr.g; p.rows = gr.rows; p.S = gr.S; p.chunk_tiles = gr.chunk_tiles;
+    p.scale_log2 = 1.4426950408889634f / sqrtf((float)D);       // log2(e) / sqrt(D)
+    decode_kernel<D, T, F><<<dim3((unsigned)(a->B * gr.heads), (unsigned)gr.S, (unsigned)gr.rchunks), DEC_WARPS * 32,
+                             DecSmem<D, F::NST>::bytes, s>>>(p);
+    CUDA_CHECK_LAST();
+    if (gr.S > 1) {
+        decode_merge<D, T><<<(unsigned)rows_total, D, 0, s>>>(p);
+        CUDA_CHECK_LAST();
+    }
+    return 0;
+}
+
+/* The DecodeKernel entries of kernel `id` with flags F: fp16 / bf16, D = 64 or 128. */
+template <class F> static int dec_launch(int id, const DecodeArgs *a, void *ws, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (a->dtype == DT_FP16 && a->D == 64) return dec_launch_dt<64, __half, F>(id, a, ws, s);
+    if (a->dtype == DT_FP16 && a->D == 128) return dec_launch_dt<128, __half, F>(id, a, ws, s);
+    if (a->dtype == DT_BF16 && a->D == 64) return dec_launch_dt<64, __nv_bfloat16, F>(id, a, ws, s);
+    if (a->dtype == DT_BF16 && a->D == 128) return dec_launch_dt<128, __nv_bfloat16, F>(id, a, ws, s);
+    fprintf(stderr, "%s: decode kernel %d takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, id,
+            dtype_name(a->dtype), a->D);
+    return -1;
+}
+
+template <class F> static size_t dec_workspace(const DecodeArgs *a)
+{
+    if (a->dtype == DT_FP16 && a->D == 64) return dec_ws_dt<64, __half, F>(a);
+    if (a->dtype == DT_FP16 && a->D == 128) return dec_ws_dt<128, __half, F>(a);
+    if (a->dtype == DT_BF16 && a->D == 64) return dec_ws_dt<64, __nv_bfloat16, F>(a);
+    if (a->dtype == DT_BF16 && a->D == 128) return dec_ws_dt<128, __nv_bfloat16, F>(a);
+    return 0;
+}
+
+template <class F> static void dec_describe(const DecodeArgs *a, char *buf, size_t n)
+{
+    DecGrid gr;
+    if (a->D == 64) gr = a->dtype == DT_BF16 ? dec_grid<64, __nv_bfloat16, F>(a) : dec_grid<64, __half, F>(a);
+    else gr = a->dtype == DT_BF16 ? dec_grid<128, __nv_bfloat16, F>(a) : dec_grid<128, __half, F>(a);
+    const long blocks = a->B * gr.heads * (long)gr.S * gr.rchunks;
+    snprintf(buf, n, "%ld blocks of 4 warps: %ld sequences x %d %s heads%s x %d split%s of %d K/V tiles of %d keys; "
+             "%d query rows a block%s%s", blocks, a->B, gr.heads, F::GROUPED ? "KV" : "query",
+             gr.rchunks > 1 ? " x row chunks" : "", gr.S, gr.S == 1 ? "" : "s", gr.chunk_tiles, DEC_BC,
+             gr.rows < DEC_ROWS ? gr.rows : DEC_ROWS, gr.S > 1 ? ", then the merge kernel" : "",
+             F::PAGED ? ", pages through the block table" : "");
+}
+
+static int dec_supports(long D) { return D == 64 || D == 128; }
+
+#endif

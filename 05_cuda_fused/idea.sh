@@ -1,0 +1,233 @@
+#!/bin/sh
+# idea.sh K: the one idea of kernel K in plain sight (make idea K=12, make idea K=B5, make idea K=D3).
+#
+# Every kernel file from kernel 2, backward kernel 2 and decode kernel 2 on names, in one line of its header,
+# the kernel it extends and its one idea:
+#     * Extends: kernel11_tma.cu; idea: a producer warpgroup copies K and V, ...
+# and, where its code lives in a template shared with its neighbours, which one and with what:
+#     * Code: overlap.cuh with PINGPONG = true
+# This prints kernel K's code against the code of the kernel it extends as a unified diff,
+# filtered to the lines that carry the idea: comments, blank lines and changes of whitespace
+# are dropped, and names that only carry the kernel's number (K11_BR and K12_BR, k11_launch,
+# kernel11_tma) are written with N, so that a rename is not shown as a change. Each @@ line
+# names the line in each file where its hunk starts.
+# Two kernels that share a template and differ in its flags (13/14, B3/B4, B5/B6) show the
+# two instantiations against each other, then the template's lines that read the flags that
+# differ (with the blocks they open).
+#
+#     sh 05_cuda_fused/idea.sh 12        sh 05_cuda_fused/idea.sh B5
+#     sh 05_cuda_fused/idea.sh --check   every kernel's header line, for make check
+# Bad input: one line on stderr, exit 2.
+dir=$(dirname "$0")
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+usage() { echo "make idea K=N: N is a forward kernel 2..$1, a backward kernel B2..B$2 or a decode kernel D2..D$3 (got '$4')" >&2; exit 2; }
+
+# file_of K: the source file of kernel K (12 or B5), empty if there is none
+file_of() {
+    case $1 in
+        [Bb][0-9]*) n=${1#?}; set -- "$dir"/bwd"$n"_*.cu ;;
+        [Dd][0-9]*) n=${1#?}; set -- "$dir"/decode"$n"_*.cu ;;
+        *) n=$1; set -- "$dir"/kernel"$n"_*.cu ;;
+    esac
+    case $n in ''|*[!0-9]*|0*) return 0 ;; esac
+    [ -f "$1" ] && echo "$1"
+}
+# label FILE: "kernel 12" or "backward kernel 5"
+label() {
+    b=$(basename "$1")
+    case $b in
+        kernel[0-9]*) n=${b#kernel}; echo "kernel ${n%%_*}" ;;
+        bwd[0-9]*) n=${b#bwd}; echo "backward kernel ${n%%_*}" ;;
+        decode[0-9]*) n=${b#decode}; echo "decode kernel ${n%%_*}" ;;
+        *) echo "$b" ;;
+    esac
+}
+number() { b=$(basename "$1"); b=${b#kernel}; b=${b#bwd}; b=${b#decode}; echo "${b%%_*}"; }
+# header FIELD FILE: the text after " * FIELD: " in the file's header, empty if absent
+header() { sed -n "s/^ \* $1: //p" "$2" | head -n 1; }
+extends() { header Extends "$1" | sed -n 's/^\([A-Za-z0-9_]*\.cu\); idea: ..*$/\1/p'; }
+idea() { header Extends "$1" | sed -n 's/^[A-Za-z0-9_]*\.cu; idea: \(..*\)$/\1/p'; }
+code_file() { header Code "$1" | sed -n 's/^\([A-Za-z0-9_]*\.cuh\) with .*/\1/p'; }
+# flags FILE: the template's flags as NAME=VALUE lines
+flags() { header Code "$1" | sed -n 's/^[A-Za-z0-9_]*\.cuh with //p' | tr ',' '\n' | sed 's/ //g'; }
+
+# code FILE NUMBER [PART]: the file with comments (and "(void)x;" lines) removed, one output line per input line (so that
+# line numbers stay the file's), names carrying NUMBER written with N. PART: "kernel" (the default)
+# blanks the lines from the "// --- the launcher" banner on, "launcher" the lines before it, "all" none.
+code() {
+    awk -v part="${3:-kernel}" '
+    /^\/\/ --- the launcher/ { launcher = 1 }
+    {
+        out = ""; s = $0; i = 1; n = length(s); instr = 0
+        while (i <= n) {
+            c = substr(s, i, 1); c2 = substr(s, i, 2)
+            if (inblock) { if (c2 == "*/") { inblock = 0; i += 2 } else i++; continue }
+            if (instr) { out = out c; if (c == "\\") { out = out substr(s, i + 1, 1); i += 2; continue }
+                         if (c == q) instr = 0; i++; continue }
+            if (c2 == "/*") { inblock = 1; i += 2; continue }
+            if (c2 == "//") break
+            if (c == "\"" || c == "\047") { instr = 1; q = c }
+            out = out c; i++
+        }
+        sub(/[ \t]+$/, "", out)
+        if ((part == "kernel" && launcher) || (part == "launcher" && !launcher)) out = ""
+        if (out ~ /^[ \t]*\(void\)/) out = ""     # (void)x, ...: unused-argument silencers, not code that runs
+        print out
+    }' "$1" >"$tmp/code"
+    case $2 in ''|*[!0-9]*) cat "$tmp/code"; return ;; esac
+    sed -e 's/^/ /' -e 's/$/ /' \
+        -e "s/\([^A-Za-z0-9_]\)\([KkBb]\)$2\([^0-9]\)/\1\2N\3/g" \
+        -e "s/\([^A-Za-z0-9_]\)\(kernel\)$2\([^0-9]\)/\1\2N\3/g" \
+        -e "s/\([^A-Za-z0-9_]\)\(bwd\)$2\([^0-9]\)/\1\2N\3/g" \
+        -e "s/\([^A-Za-z0-9_]\)\(decode\)$2\([^0-9]\)/\1\2N\3/g" \
+        -e "s/\([^A-Za-z0-9_]\)\(dk\)$2\([^0-9]\)/\1\2N\3/g" \
+        -e "s/\([^A-Za-z0-9_]\)\(Dec\)$2\([^0-9]\)/\1\2N\3/g" \
+        -e 's/^ //' -e 's/ $//' "$tmp/code"
+}
+
+# show_diff A B NA NB: the unified diff of the code of files A and B (from code(), blank lines
+# dropped; each @@ line names where its hunk starts in each file), the kernels only unless $all;
+# then how many lines it adds and removes (and the launchers')
+show_diff() {
+    part=kernel; [ -n "$all" ] && part=all
+    code "$1" "$3" "$part" | compact "$tmp/a"; code "$2" "$4" "$part" | compact "$tmp/b"
+    diff -b -U 1 "$tmp/a" "$tmp/b" >"$tmp/d"
+    awk -v A="$(basename "$1")" -v B="$(basename "$2")" -v MA="$tmp/a.map" -v MB="$tmp/b.map" '
+        BEGIN { while ((getline l < MA) > 0) ma[++na] = l; while ((getline l < MB) > 0) mb[++nb] = l }
+        function at(m, n, start, len) { if (len == 0) start++; if (start > n) start = n; return start > 0 ? m[start] : 1 }
+        NR <= 2 { next }
+        /^@@/ {
+            split(substr($2, 2), a, ","); split(substr($3, 2), b, ",")
+            if (!(2 in a)) a[2] = 1; if (!(2 in b)) b[2] = 1
+            printf "@@ %s:%d %s:%d @@\n", A, at(ma, na, a[1], a[2]), B, at(mb, nb, b[1], b[2]); delete a; delete b; next
+        }
+        { print }' "$tmp/d"
+    counts=$(changed "$tmp/d") extra=
+    if [ -z "$all" ]; then
+        code "$1" "$3" launcher | compact "$tmp/a"; code "$2" "$4" launcher | compact "$tmp/b"
+        diff -b "$tmp/a" "$tmp/b" >"$tmp/d"
+        l=$(changed "$tmp/d")
+        [ "$l" = "0 0" ] || extra="; their launchers, left out here: +${l% *} -${l#* } (ALL=1 shows them)"
+    fi
+    echo "(${counts% *} lines of code added, ${counts#* } removed$extra)"
+}
+# inst_counts A B NA NB: "X lines added, Y removed", what the two instantiating files' code adds and removes
+inst_counts() {
+    code "$1" "$3" all | compact "$tmp/a"; code "$2" "$4" all | compact "$tmp/b"
+    diff -b "$tmp/a" "$tmp/b" >"$tmp/d"
+    l=$(changed "$tmp/d"); echo "${l% *} lines added, ${l#* } removed"
+}
+# compact OUT: the non-blank lines of stdin to OUT, and to OUT.map the line number each came from
+compact() { awk -v out="$1" -v map="$1.map" 'NF { print > out; print NR > map }'; : >>"$1"; : >>"$1.map"; }
+# changed DIFF: "ADDED REMOVED", the non-blank lines a diff adds and removes
+changed() { awk '/^(\+\+\+|---) / { next } /^[+>][ \t]*[^ \t]/ { a++ } /^[-<][ \t]*[^ \t]/ { d++ } END { print a + 0, d + 0 }' "$1"; }
+
+# flag_lines TEMPLATE FLAG...: the template lines that read one of the flags (outside a template
+# argument list), each with the block it opens, numbered as in the file
+flag_lines() {
+    t=$1; shift
+    part=kernel; [ -n "$all" ] && part=all
+    code "$t" "" "$part" | awk -v flags="$*" -v T="$(basename "$t")" '
+        BEGIN { nf = split(flags, f, " ") }
+        function opens(s,   o, c) { o = gsub(/\{/, "{", s); c = gsub(/\}/, "}", s); return o - c }
+        depth > 0 { if ($0 ~ /[^ \t]/) printf "%s:%d: %s\n", T, NR, $0; depth += opens($0); next }
+        {
+            s = $0
+            while (s ~ /<[^<>]*>/) gsub(/<[^<>]*>/, "", s)       # template argument lists pass a flag on, they do not read it
+            hit = 0
+            for (k = 1; k <= nf; k++) if (s ~ ("(^|[^A-Za-z0-9_])" f[k] "([^A-Za-z0-9_]|$)")) hit = 1
+            if (!hit) next
+            printf "%s:%d: %s\n", T, NR, $0
+            depth = opens($0)
+        }'
+}
+
+idea_of() {
+    f=$(file_of "$1")
+    maxk=$(ls "$dir"/kernel[0-9]*_*.cu | sed 's/.*kernel\([0-9]*\)_.*/\1/' | sort -n | tail -n 1)
+    maxb=$(ls "$dir"/bwd[0-9]*_*.cu | sed 's/.*bwd\([0-9]*\)_.*/\1/' | sort -n | tail -n 1)
+    maxd=$(ls "$dir"/decode[0-9]*_*.cu | sed 's/.*decode\([0-9]*\)_.*/\1/' | sort -n | tail -n 1)
+    [ -n "$f" ] || usage "$maxk" "$maxb" "$maxd" "$1"
+    p=$(extends "$f")
+    if [ -z "$p" ]; then
+        case $(number "$f") in
+            1) echo "$(label "$f") ($(basename "$f")) is the first rung: it extends no kernel (its header says what it transcribes)"; return 0 ;;
+        esac
+        echo "$(basename "$f"): no ' * Extends: FILE.cu; idea: ...' line in its header" >&2; exit 2
+    fi
+    pf=$dir/$p
+    [ -f "$pf" ] || { echo "$(basename "$f"): extends $p, which does not exist" >&2; exit 2; }
+    n=$(number "$f"); pn=$(number "$pf")
+    echo "$(label "$f") ($(basename "$f")) extends $(label "$pf") ($p)"
+    echo "the one idea: $(idea "$f")"
+    c=$(code_file "$f"); pc=$(code_file "$pf")
+    if [ -n "$c" ] && [ "$c" = "$pc" ]; then
+        flags "$f" >"$tmp/fk"; flags "$pf" >"$tmp/fp"
+        changed=$(sort "$tmp/fk" "$tmp/fp" | uniq -u | sed 's/=.*//' | sort -u | tr '\n' ' ')
+        [ -n "$changed" ] || { echo "$(basename "$f"): same template $c as $p with the same flags" >&2; exit 2; }
+        list() { tr '\n' ' ' <"$1" | sed 's/ $//;s/ /, /g'; }
+        echo "both run the template $c: $(label "$pf") with $(list "$tmp/fp"), $(label "$f") with $(list "$tmp/fk")."
+        if [ -n "$all" ]; then
+            echo "Below, (1) the two files that instantiate it, then (2) the lines of $c that read ${changed% }, with the"
+            echo "blocks they open (comments, blank lines and whitespace changes dropped; the kernel's number in names written N)."
+            echo
+            echo "(1) $p -> $(basename "$f")"
+            show_diff "$pf" "$f" "$pn" "$n"
+            echo
+            echo "(2) $c"
+        else
+            echo "Below, the lines of its kernel that read ${changed% }, with the blocks they open (comments dropped;"
+            echo "the two .cu files that instantiate it: $(inst_counts "$pf" "$f" "$pn" "$n"); ALL=1 shows them and the template's launcher)."
+            echo
+        fi
+        # shellcheck disable=SC2086
+        flag_lines "$dir/$c" $changed >"$tmp/flags"
+        cat "$tmp/flags"
+        echo "($(grep -c . "$tmp/flags") lines of $c depend on ${changed% })"
+    else
+        a=$pf; b=$f
+        [ -n "$pc" ] && a=$dir/$pc
+        [ -n "$c" ] && b=$dir/$c
+        [ -n "$c$pc" ] && echo "the code: $(basename "$a")${pc:+ (what $p runs: ${pc} with $(flags "$pf" | tr '\n' ' ' | sed 's/ $//;s/ /, /g'))} against $(basename "$b")${c:+ (what $(basename "$f") runs: $c with $(flags "$f" | tr '\n' ' ' | sed 's/ $//;s/ /, /g'))}"
+        echo "(code only: comments, blank lines and whitespace changes dropped; the kernel's number in names written N$scope)"
+        echo
+        show_diff "$a" "$b" "$pn" "$n"
+    fi
+}
+
+all= scope="; the kernels, not their launchers"
+[ "$1" = "--all" ] && { all=1 scope=; shift; }
+if [ "$1" = "--check" ]; then
+    # Every kernel from 2 on names an existing kernel it extends and its idea, and shows a
+    # non-empty difference; a kernel that does not exist is a usage error.
+    for k in $(for f in "$dir"/kernel[0-9]*_*.cu; do number "$f"; done | sort -n) \
+             $(for f in "$dir"/bwd[0-9]*_*.cu; do echo "B$(number "$f")"; done | sort -k 1.2 -n) \
+             $(for f in "$dir"/decode[0-9]*_*.cu; do echo "D$(number "$f")"; done | sort -k 1.2 -n); do
+        case $k in 1|B1|D1) continue ;; esac
+        f=$(file_of "$k")
+        out=$(sh "$0" "$k" 2>"$tmp/err"); rc=$?
+        # a diff with changed lines, or a template flag that some line of the template reads
+        lines=$(printf '%s\n' "$out" | grep -c '^[+-]')
+        dep=$(printf '%s\n' "$out" | sed -n 's/^(\([0-9]*\) lines of .* depend on .*)$/\1/p')
+        [ -n "$dep" ] && lines=$dep
+        if [ "$rc" -eq 0 ] && [ "$lines" -gt 0 ] && [ -n "$(idea "$f")" ]; then
+            echo "PASS idea/$k: $(printf '%s\n' "$out" | head -n 1), $(printf '%s\n' "$out" | grep -E '^\([0-9]+ lines of (code added, .*|.* depend on .*)\)$' | tr '\n' ' ' | sed 's/ $//')"
+        else
+            failed=1
+            echo "FAIL idea/$k: expected a header line ' * Extends: FILE.cu; idea: ...' naming an existing kernel and a non-empty diff, got exit $rc, $lines changed lines: $(head -c 200 "$tmp/err")"
+        fi
+    done
+    for k in 99 B99 D99 x 12x ""; do
+        sh "$0" "$k" >/dev/null 2>"$tmp/err"; rc=$?
+        if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ]; then
+            echo "PASS idea/bad-input '$k': exit 2, $(cat "$tmp/err")"
+        else
+            failed=1
+            echo "FAIL idea/bad-input '$k': expected exit 2 and one line on stderr, got exit $rc and $(wc -l <"$tmp/err") lines"
+        fi
+    done
+    exit "${failed:-0}"
+fi
+idea_of "$1"
