@@ -8,8 +8,6 @@
 #include "gpu.h"
 #include "../01_naive/naive.h"
 
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 // --- the kernel lists -------------------------------------------------------------------------
@@ -31,11 +29,11 @@ int kernel_list(int backward, KernelInfo *out)
     if (backward) {
         const BackwardKernel *const *bs = bwd_kernels(&n);
         for (int i = 0; i < n && m < MAX_LISTED; i++, m++)
-            out[m] = (KernelInfo){bs[i]->id, bs[i]->name, bs[i]->dtypes, bs[i]->supports_dim, bs[i]->unavailable};
+            out[m] = (KernelInfo){bs[i]->id, bs[i]->dtypes, bs[i]->supports_dim, bs[i]->unavailable};
     } else {
         const FusedKernel *const *ks = fused_kernels(&n);
         for (int i = 0; i < n && m < MAX_LISTED; i++, m++)
-            out[m] = (KernelInfo){ks[i]->id, ks[i]->name, ks[i]->dtypes, ks[i]->supports_dim, ks[i]->unavailable};
+            out[m] = (KernelInfo){ks[i]->id, ks[i]->dtypes, ks[i]->supports_dim, ks[i]->unavailable};
     }
     return m;
 }

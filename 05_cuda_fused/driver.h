@@ -77,7 +77,6 @@ double attn_flops(long B, long H, long N, long D, int causal);
  * --kernel, to say which kernels run a case, and to skip the ones this GPU cannot run. */
 typedef struct {
     int id;
-    const char *name;
     unsigned dtypes;
     int (*supports_dim)(long D);
     const char *(*unavailable)(void); /* NULL, or the kernel's: asked only on a GPU (it queries the device) */
