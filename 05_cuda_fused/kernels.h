@@ -133,6 +133,8 @@ typedef struct {
     const void *k_pool, *v_pool; /* [pages, Hkv, page, D] each */
     const int *table;    /* device [B, max_pages] */
     long page, max_pages;
+    long splits;         /* 0: a split kernel chooses S to fill the GPU; else exactly this many (capped at the tiles):
+                          * --check compares two kernels on the same splits, bit for bit */
 } DecodeArgs;
 
 typedef struct DecodeKernel {
