@@ -205,13 +205,6 @@ decode_kernel(const DecParams<T> p)
     const int tiles = (len + DEC_BC - 1) / DEC_BC;
     const int t0 = s * p.chunk_tiles, t1 = min(t0 + p.chunk_tiles, tiles);
     if (t0 >= t1) return;                                        // a split past this sequence's keys: no state
-    /* The split kernels walk their run of tiles from a place of their own: tile number it of the loop is
-     * tile t0 + (it + rot) % (t1 - t0). Without it every block of a wave reads at the same offset from its
-     * own start, which for a contiguous cache is the same offset modulo a power of two of bytes; seen on the
-     * H100, the same shape ran at 83% and at 96% of the read bandwidth in one run (the paged kernel, whose
-     * pages lie anywhere, at 92% both times). The online softmax takes its tiles in any order. */
-    const int ntile = t1 - t0, rot = F::SPLIT ? (int)((blockIdx.x + (long)blockIdx.y * gridDim.x) % ntile) : 0;
-    auto tile_at = [&](int it) { const int x = it + rot; return t0 + (x >= ntile ? x - ntile : x); };
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
     /* Who does what. rows_here query rows (of the rows of this sequence and grid head) in R blocks of 16.
@@ -261,20 +254,20 @@ decode_kernel(const DecParams<T> p)
     int ent[4] = {0, 0, 0, 0};                                   // PAGED: the pages of the next tile to copy
 #pragma unroll
     for (int st = 0; st < NST - 1; st++) {
-        if (st < ntile) {
-            if (F::PAGED) dec_tile_pages(p, b, tile_at(st), len, ent);
-            dec_load_tile<D, F::PAGED>(k_buf + st * DEC_BC * LD, v_buf + st * DEC_BC * LD, p, b, hkv, (long)tile_at(st) * DEC_BC,
+        if (t0 + st < t1) {
+            if (F::PAGED) dec_tile_pages(p, b, t0 + st, len, ent);
+            dec_load_tile<D, F::PAGED>(k_buf + st * DEC_BC * LD, v_buf + st * DEC_BC * LD, p, b, hkv, (long)(t0 + st) * DEC_BC,
                                        len, ent);
         }
         cp_async_commit();
     }
-    if (F::PAGED && NST - 1 < ntile) dec_tile_pages(p, b, tile_at(NST - 1), len, ent);
-    for (int it = 0; it < ntile; it++) {
+    if (F::PAGED && t0 + NST - 1 < t1) dec_tile_pages(p, b, t0 + NST - 1, len, ent);
+    for (int it = 0; it < t1 - t0; it++) {
         const int nxt = it + NST - 1;
-        if (nxt < ntile) {
+        if (t0 + nxt < t1) {
             dec_load_tile<D, F::PAGED>(k_buf + (nxt % NST) * DEC_BC * LD, v_buf + (nxt % NST) * DEC_BC * LD, p, b,
-                                       hkv, (long)tile_at(nxt) * DEC_BC, len, ent);
-            if (F::PAGED && nxt + 1 < ntile) dec_tile_pages(p, b, tile_at(nxt + 1), len, ent); // used next iteration
+                                       hkv, (long)(t0 + nxt) * DEC_BC, len, ent);
+            if (F::PAGED && t0 + nxt + 1 < t1) dec_tile_pages(p, b, t0 + nxt + 1, len, ent); // used next iteration
         }
         cp_async_commit();                                       // (empty near the end: the count stays uniform)
         cp_async_wait<NST - 1>();                            // tile it has landed ...
@@ -282,7 +275,7 @@ decode_kernel(const DecParams<T> p)
         const T *k_s = k_buf + (it % NST) * DEC_BC * LD, *v_s = v_buf + (it % NST) * DEC_BC * LD;
         if (active) {
             for (int kr = sl * slice_keys; kr < (sl + 1) * slice_keys; kr += 16) {
-                const long ka = (long)tile_at(it) * DEC_BC + kr; // the 16 keys' absolute index
+                const long ka = (long)(t0 + it) * DEC_BC + kr;   // the 16 keys' absolute index
                 if (ka > lastmax) break;                         // every key from here on is masked for this warp
                 dec_warp16<D, T>(qa, k_s, v_s, kr, ka, last, ka + 15 > lastmin, p.scale_log2, o, m, l);
             }
