@@ -1,9 +1,10 @@
 /*
  * Decode kernel 1: the transcription. Step 04's decode loop (04_online_softmax/flash.c:
  * flash_decode_cpu with S = 1, its tile loop row_stream) moved onto the GPU line for line, one thread per
- * new query row, fp32 arithmetic whatever the storage (fp32, fp16, bf16).
- * Extends: kernel1_transcription.cu (the forward's transcription: here the rows are a sequence's newest
- * n positions, the keys its cache, and query head hq reads KV head hq / (Hq / Hkv)).
+ * new query row, fp32 arithmetic whatever the storage (fp32, fp16, bf16). The first rung of the decode
+ * ladder, beside the forward's (kernel1_transcription.cu, whose loop this one repeats on purpose, so that
+ * each file reads alone): here the rows are a sequence's newest n positions, the keys its cache, and query
+ * head hq reads KV head hq / (Hq / Hkv).
  *
  * What it costs: everything a row needs it reads alone. Each thread streams its sequence's whole cache,
  * one key at a time, and the threads of a warp are different rows (different heads, different
@@ -13,7 +14,7 @@
  * way to decode; decode kernel 2 onwards put the tensor cores and the whole GPU on it.
  *
  * Measured on the H100 (./step05 --decode --bench, fp16, D = 128): B = 1, 32 heads, L = 1024 (16.8 MB):
- * 15.7 ms, 1 GB/s, against kernel 3's 16.4 us.
+ * 15.6 ms, 1 GB/s, against kernel 3's 16.2 us.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

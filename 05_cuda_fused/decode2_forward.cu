@@ -13,8 +13,8 @@
  * three copy tiles and wait). Decode kernel 3 splits the keys instead, across blocks and across warps.
  *
  * Measured on the H100 (./step05 --decode --bench, fp16, D = 128, one new row): at B = 1, 32 heads,
- * L = 32768, 1090 us, 492 GB/s of the measured 3080 (16%); where the batch fills the GPU (B = 64, 32
- * heads, L = 2048: 2048 blocks) 762 us, 2820 GB/s (92%). The forward's shape is right when there are
+ * L = 32768, 1036 us, 518 GB/s of the measured 3055 (17%); where the batch fills the GPU (B = 64, 32
+ * heads, L = 2048: 2048 blocks) 761 us, 2821 GB/s (92%). The forward's shape is right when there are
  * many sequences, wrong for one. README.md has the table.
  */
 #include "decode.cuh"

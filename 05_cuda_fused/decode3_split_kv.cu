@@ -16,8 +16,8 @@
  * D = 128: under 1% of the cache's bytes), and the merge's launch.
  *
  * Measured on the H100 (./step05 --decode --bench, fp16, D = 128): B = 1, 32 heads, L = 32768: 195 us,
- * 2748 GB/s, 90% of the measured read bandwidth, 5.6x kernel 2; L = 4096: 34.7 us, 4.2x; L = 131072:
- * 739 us, 95%. With 3 stages (two blocks an SM, measured beside it) 2-5% slower at the large caches.
+ * 2748 GB/s, 90% of the measured read bandwidth, 5.3x kernel 2; L = 4096: 34.5 us, 4.2x; L = 131072:
+ * 736 us, 96%. With 3 stages (two blocks an SM, measured beside it) 1-5% slower at the large caches.
  * README.md has the table.
  */
 #include "decode.cuh"

@@ -13,7 +13,7 @@
  * into row chunks of 64 that each read the tiles.
  *
  * Measured on the H100 (./step05 --decode --bench, fp16, D = 128, 32 query heads over 8 KV heads): B = 1,
- * L = 32768: 60.3 us, 2226 GB/s of cache, 2.2x kernel 3 (133.3 us); B = 8, L = 8192: 106.1 us, 2531
+ * L = 32768: 60.3 us, 2225 GB/s of cache, 2.2x kernel 3 (133.9 us); B = 8, L = 8192: 105.3 us, 2548
  * GB/s, 2.4x. With multi-head (g = 1) it is kernel 3. README.md has the table.
  */
 #include "decode.cuh"

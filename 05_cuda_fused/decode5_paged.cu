@@ -13,10 +13,9 @@
  * kernel 4's one block an SM (4 stages) the scattered pages cost 20-25% (measured side by side: 2203 GB/s
  * against 2699 at B = 1, 32 heads, L = 32768); two blocks an SM (3 stages each) hide them.
  *
- * Measured on the H100 (./step05 --decode --bench, fp16, D = 128, pages of 64 keys): within 4% of kernel 4
- * at every benchmark shape (B = 8, 32/8 heads, L = 8192: 101.6 us against 106.1; B = 1, 32 heads,
- * L = 32768: 198.9 against 194.6); pages of 16 to 128 keys all within 2% of the contiguous cache, 256
- * keys 6% slower. README.md has the table.
+ * Measured on the H100 (./step05 --decode --bench, fp16, D = 128, pages of 64 keys): within 5% of kernel 4
+ * at every benchmark shape (B = 8, 32/8 heads, L = 8192: 102.0 us against 105.3; B = 1, 32 heads,
+ * L = 32768: 197.6 against 194.3); pages of 16 to 256 keys within 6% of each other. README.md has the table.
  */
 #include "decode.cuh"
 

@@ -9,99 +9,46 @@
 #include <cstdlib>
 
 enum { MAX_KERNELS = 32 };
-static const FusedKernel *g_kernels[MAX_KERNELS];
-static int g_n;
 
-int fused_register(const FusedKernel *k)
-{
-    if (g_n == MAX_KERNELS) {
-        fprintf(stderr, "fused_register: more than %d kernels\n", MAX_KERNELS);
-        exit(1);
+/* One list of one kind of kernel, kept in id order: the three lists below are this, for their three types. */
+template <typename K> struct Registry {
+    const K *k[MAX_KERNELS];
+    int n;
+    int add(const K *x, const char *what)
+    {
+        if (n == MAX_KERNELS) {
+            fprintf(stderr, "%s: more than %d kernels\n", what, MAX_KERNELS);
+            exit(1);
+        }
+        int i = n++;
+        while (i > 0 && k[i - 1]->id > x->id) { /* keep id order */
+            k[i] = k[i - 1];
+            i--;
+        }
+        k[i] = x;
+        return i;
     }
-    int i = g_n++;
-    while (i > 0 && g_kernels[i - 1]->id > k->id) { /* keep id order */
-        g_kernels[i] = g_kernels[i - 1];
-        i--;
+    const K *find(int id) const
+    {
+        for (int i = 0; i < n; i++)
+            if (k[i]->id == id) return k[i];
+        return nullptr;
     }
-    g_kernels[i] = k;
-    return i;
-}
+};
 
-const FusedKernel *const *fused_kernels(int *n_out)
-{
-    *n_out = g_n;
-    return g_kernels;
-}
+/* Function-local statics: filled by the kernel files' static initialisers, in whatever order those run. */
+static Registry<FusedKernel> &fused() { static Registry<FusedKernel> r; return r; }
+static Registry<BackwardKernel> &bwd() { static Registry<BackwardKernel> r; return r; }
+static Registry<DecodeKernel> &dec() { static Registry<DecodeKernel> r; return r; }
 
-const FusedKernel *fused_kernel(int id)
-{
-    for (int i = 0; i < g_n; i++)
-        if (g_kernels[i]->id == id) return g_kernels[i];
-    return NULL;
-}
+int fused_register(const FusedKernel *k) { return fused().add(k, "fused_register"); }
+const FusedKernel *const *fused_kernels(int *n_out) { *n_out = fused().n; return fused().k; }
+const FusedKernel *fused_kernel(int id) { return fused().find(id); }
 
-// --- the backward kernels: the same list, kept apart ------------------------------------
+int bwd_register(const BackwardKernel *k) { return bwd().add(k, "bwd_register"); }
+const BackwardKernel *const *bwd_kernels(int *n_out) { *n_out = bwd().n; return bwd().k; }
+const BackwardKernel *bwd_kernel(int id) { return bwd().find(id); }
 
-static const BackwardKernel *g_bwd[MAX_KERNELS];
-static int g_nbwd;
-
-int bwd_register(const BackwardKernel *k)
-{
-    if (g_nbwd == MAX_KERNELS) {
-        fprintf(stderr, "bwd_register: more than %d backward kernels\n", MAX_KERNELS);
-        exit(1);
-    }
-    int i = g_nbwd++;
-    while (i > 0 && g_bwd[i - 1]->id > k->id) { /* keep id order */
-        g_bwd[i] = g_bwd[i - 1];
-        i--;
-    }
-    g_bwd[i] = k;
-    return i;
-}
-
-const BackwardKernel *const *bwd_kernels(int *n_out)
-{
-    *n_out = g_nbwd;
-    return g_bwd;
-}
-
-const BackwardKernel *bwd_kernel(int id)
-{
-    for (int i = 0; i < g_nbwd; i++)
-        if (g_bwd[i]->id == id) return g_bwd[i];
-    return NULL;
-}
-
-// --- the decode kernels: the same list again ----------------------------------------------
-
-static const DecodeKernel *g_dec[MAX_KERNELS];
-static int g_ndec;
-
-int decode_register(const DecodeKernel *k)
-{
-    if (g_ndec == MAX_KERNELS) {
-        fprintf(stderr, "decode_register: more than %d decode kernels\n", MAX_KERNELS);
-        exit(1);
-    }
-    int i = g_ndec++;
-    while (i > 0 && g_dec[i - 1]->id > k->id) { /* keep id order */
-        g_dec[i] = g_dec[i - 1];
-        i--;
-    }
-    g_dec[i] = k;
-    return i;
-}
-
-const DecodeKernel *const *decode_kernels(int *n_out)
-{
-    *n_out = g_ndec;
-    return g_dec;
-}
-
-const DecodeKernel *decode_kernel(int id)
-{
-    for (int i = 0; i < g_ndec; i++)
-        if (g_dec[i]->id == id) return g_dec[i];
-    return NULL;
-}
+int decode_register(const DecodeKernel *k) { return dec().add(k, "decode_register"); }
+const DecodeKernel *const *decode_kernels(int *n_out) { *n_out = dec().n; return dec().k; }
+const DecodeKernel *decode_kernel(int id) { return dec().find(id); }
