@@ -97,12 +97,14 @@ static int run_worked(const Worked *w, int print)
 
 /* The merge of partial states (decode, flash-decoding): the worked example's vector in two chunks, each
  * chunk's (m, d) computed alone (on a GPU, by two blocks at once), then merged with the same rescale the
- * online softmax applies block by block. Prints it; returns 1 if the merged d is the online one. */
+ * online softmax applies block by block. Prints it; returns 1 if the merged (m, d) is the direct softmax's and
+ * the lesson's to 4 decimals (the one-pass online value, printed beside it, makes the same rescale in order). */
 static int run_worked_merge(const Worked *w, int print)
 {
-    double m_s[2], d_s[2], m_on[2], d_on[2];
+    double m_s[2], d_s[2], m_on[2], d_on[2], m_dir, d_dir;
     for (int c = 0; c < 2; c++) online_softmax(w->x + 2 * c, 2, 2, &m_s[c], &d_s[c]); // each chunk alone
     online_softmax(w->x, 4, 2, m_on, d_on);                                             // one pass, for comparison
+    direct_softmax(w->x, 4, &m_dir, &d_dir);                                            // all at once
     const double m = fmax(m_s[0], m_s[1]);                                              // m = max m_s
     const double d = exp(m_s[0] - m) * d_s[0] + exp(m_s[1] - m) * d_s[1];               // d = sum e^(m_s - m) d_s
     if (print) {
@@ -113,7 +115,7 @@ static int run_worked_merge(const Worked *w, int print)
         printf("  merged: m = max(m_1, m_2) = %.4f, d = e^(m_1 - m) d_1 + e^(m_2 - m) d_2 = %.4f (one pass: %.4f): "
                "the online rescale, one chunk in place of one block\n", m, d, d_on[1]);
     }
-    return m == m_on[1] && fabs(d - d_on[1]) < 1e-12;
+    return m == m_dir && fabs(d - d_dir) < 1e-12 && fabs(m - w->m_expect[1]) < 5e-5 && fabs(d - w->d_expect[1]) < 5e-5;
 }
 
 /* Decode on random data: the n newest rows of a sequence of nkeys (seeded, D) against its keys, with the
@@ -343,7 +345,7 @@ static int run_checks(uint64_t seed)
         }
     /* Decode: the keys split in S chunks and merged, every S from 1 to the number of tiles (flash.c). */
     report(run_worked_merge(&worked[0], 0) && run_worked_merge(&worked[1], 0), NULL, "merge/worked-examples",
-           "two chunks' (m, d) merged with e^(m_s - m) give the one-pass m and d");
+           "two chunks' (m, d) merged with e^(m_s - m) give the direct softmax's m and d and the lesson's, to 4 decimals");
     static const long decN[] = {1, 17, 64, 65, 257, 1000}, decn[] = {1, 5};
     for (size_t t = 0; t < 6; t++)
         for (size_t u = 0; u < 2; u++) {

@@ -13,8 +13,8 @@
  * the tolerance of naive attention in the same dtype (2x its error, as for the forward); each run twice,
  * bit-identical; the paged kernel against the contiguous one, bit-identical; a block table pointing
  * outside the pool refused. The default run: one shape, checked, then timed. --bench: GB/s of cache read
- * (2 B-independent bytes: K and V of every KV head of every sequence, read once) against the device's
- * read bandwidth measured in the same run, at the shapes FlashAttention-2 and cuDNN were timed at
+ * (the bytes of K and V of every KV head of every sequence, each read once, over the time) against the
+ * device's read bandwidth measured in the same run, at the shapes FlashAttention-2 and cuDNN were timed at
  * (plots/sdpa_decode.py), over the cache length for the picture, over the page size, and over n.
  */
 #include "common.h"
@@ -296,7 +296,7 @@ static int dec_run(const DecodeKernel *k, DProb *p, void *ws, float *out)
     return 0;
 }
 
-/* A kernel's workspace, zeroed once (the kernels that count their splits leave the counts at zero). */
+/* A kernel's workspace (the split's partial states), zeroed once: the kernels write every state they read. */
 static void *ws_alloc(const DecodeKernel *k, const DProb *p)
 {
     const size_t bytes = k->workspace ? k->workspace(&p->a) : 0;
@@ -342,13 +342,13 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
         Err e = compare(out, ref, p.nq, tol, dt == DT_FP32 ? 1e-5 : 0);
         report(e.n_bad == 0 && e.max_abs <= tol, &e, name, "%s; naive %s %.2e, tol %.2e", fmt_err(&e, eb, sizeof eb),
                dtype_name(dt), naive_err, tol);
-        dec_run(k, &p, ws, again);                   /* a race or an unwritten element shows as a difference */
+        dec_run(k, &p, ws, again);                   /* a race shows as a difference (an unwritten element: compare's NaN) */
         snprintf(name, sizeof name, "decode%d %s D=%ld Hq=%ld Hkv=%ld n=%ld %s rerun", k->id, dtype_name(dt), D, Hq, Hkv,
                  n, lens);
         report(!memcmp(out, again, p.nq * 4), NULL, name, "two runs bit-identical");
-        if (k->id == 4) { contig = xmalloc(p.nq * 4, "kernel 4's O"); memcpy(contig, out, p.nq * 4); }
-        if (k->paged && contig) { /* the same keys through the table, the same splits: the same output, to the bit */
-            const DecodeKernel *k4 = decode_kernel(4);
+        const DecodeKernel *k4 = decode_kernel(4);
+        if (k->paged && k4 && kernel_takes(k4, dt, D)) { /* the same keys through the table, the same splits: the same output */
+            if (!contig) contig = xmalloc(p.nq * 4, "kernel 4's O");
             p.a.splits = 3;                          /* kernels 4 and 5 choose their splits apart (their stages differ) */
             void *ws4 = ws_alloc(k4, &p), *ws5 = ws_alloc(k, &p);
             const int ran = dec_run(k4, &p, ws4, contig) == 0 && dec_run(k, &p, ws5, out) == 0;
@@ -368,14 +368,20 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
 void decode_run_checks(long only)
 {
     static const long heads[3][2] = {{4, 4}, {8, 2}, {8, 1}}, ns[3] = {1, 3, 16};
+    /* and grouped shapes with g n = 8 x 5 = 40 query rows per KV head (three warps' row blocks, the fourth idle)
+     * and 16 x 5 = 80 (a second row chunk, part full) */
+    static const long extra[2][3] = {{8, 1, 5}, {16, 1, 5}};
     int nk, any = 0;
     const DecodeKernel *const *ks = decode_kernels(&nk);
     for (int x = 0; x < nk; x++) any |= !only || ks[x]->id == only;
     if (!any) { report_skip("decode", "no decode kernel %ld", only); return; }
     for (int dt = 0; dt < 3; dt++) {
-        static const long D32[] = {16, 64, 128}, D16[] = {64, 128};
+        static const long D32[] = {16, 32, 64, 128}, D16[] = {64, 128};
         const long *Ds = dt == DT_FP32 ? D32 : D16;
-        const int nd = dt == DT_FP32 ? 3 : 2;
+        const int nd = dt == DT_FP32 ? 4 : 2;
+        for (int e = 0; e < 2 && dt != DT_FP32; e++)
+            for (int lc = 1; lc < 3; lc++)
+                check_problem(only, dt, 128, extra[e][0], extra[e][1], extra[e][2], lc, 9000 + (uint64_t)(dt * 2 + e) * 3 + lc);
         for (int di = 0; di < nd; di++)
             for (int h = 0; h < 3; h++)
                 for (int ni = 0; ni < 3; ni++)
@@ -646,6 +652,11 @@ int decode_main(const Opts *o, const DecodeOpts *d, int bench, int sanitize)
                     decode_kernel((int)o->kernel) ? o->kernel_last : o->kernel, nk ? ks[nk - 1]->id : 0);
     if (o->check) { decode_run_checks(o->kernel); return report_finish(); }
     if (sanitize) return run_sanitize(o);
+    int any = 0;                                 /* the default run at --dim, the benchmark at D = 128 */
+    for (int x = 0; x < nk; x++) any |= opts_kernel(o, ks[x]->id) && kernel_takes(ks[x], o->dtype, bench ? 128 : o->D);
+    if (!any)
+        usage_error("option --dtype/--dim/--kernel: no decode kernel runs %s at D=%ld%s", dtype_name(o->dtype),
+                    bench ? 128 : o->D, o->kernel ? " with that --kernel" : "");
     FILE *csv = o->csv ? csv_open(o->csv, "mode,kernel,name,dtype,B,Hq,Hkv,L,D,n,page,us,gbs,cache_bytes") : NULL;
     const int rc = bench ? run_bench(o, csv) : run_default(o, d, csv);
     if (csv) fclose(csv);

@@ -431,6 +431,10 @@ static size_t dec_ws_dt(const DecodeArgs *a)
 template <int D, typename T, class F>
 static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
 {
+    if (F::PAGED && (a->page < 16 || a->page > 256 || (a->page & (a->page - 1)))) { /* a quarter tile in one page */
+        fprintf(stderr, "%s: decode kernel %d takes pages of 16 to 256 keys, a power of two, not %ld\n", g_prog, id, a->page);
+        return -1;
+    }
     static int opted = 0;                                        /* once per instantiation, not per launch */
     if (!opted) {
         if (smem_opt_in(decode_kernel<D, T, F>, DecSmem<D, F::NST>::bytes, "decode kernel", id, D)) return -1;

@@ -200,7 +200,7 @@ static int cpu_model_open(CpuModel *cm, const GPTConfig *c, const float *params,
     }
     memcpy(cm->m.params_mem, params, cm->m.num_params * sizeof(float));
     if (kv_cache_init(&cm->kv, c, 16, split, 16) != 0) {
-        mem_oom_line(cm->kv.bytes, "the KV cache");
+        mem_oom_line(2 * (size_t)c->L * c->T * c->C * sizeof(float), "the KV cache");
         gpt_free(&cm->m);
         return -1;
     }
@@ -220,11 +220,14 @@ static int sample(const float *logits, int V, double temperature, Rng *rng)
     double sum = 0, u = rng_uniform(rng);
     for (int i = 0; i < V; i++) sum += exp((logits[i] - logits[best]) / temperature);
     u *= sum;
+    int last = best;                          /* the last symbol of weight > 0, should rounding leave u at the top */
     for (int i = 0; i < V; i++) {
-        u -= exp((logits[i] - logits[best]) / temperature);
+        const double w = exp((logits[i] - logits[best]) / temperature);
+        if (w > 0) last = i;
+        u -= w;
         if (u < 0) return i;
     }
-    return V - 1; /* u at the very top of the sum (rounding) */
+    return last;
 }
 
 typedef struct {
@@ -255,8 +258,8 @@ static int gen_run(const Decoder *d, int T, int V, const int *prompt, int np, lo
     for (long gen = 0;; gen++) {
         /* Bring the cache up to ids[.. total): the prompt (the prefill) or the one token just sampled. */
         int slid = 0, last_n = 0;
-        if (total - win0 > T) {              /* full: keep the last T/2, rebuild their cache from position 0 */
-            win0 = total - T / 2;
+        if (total - win0 > T) {              /* full: keep the last T/2 (one at T = 1), rebuild their cache from 0 */
+            win0 = total - (T / 2 > 0 ? T / 2 : 1);
             len = 0;
             d->reset(d->ctx);
             st->slides++;
@@ -365,15 +368,21 @@ static int *encode_prompt(const char *text, const ModelFile *mf, int *n_out)
     return ids;
 }
 
+/* Generated tokens per second with the cache, 0 if none was timed (all of them prefill or refill). */
+static double tokens_per_s(const GenStats *st) { return st->timed ? 1e3 * st->timed / st->ms_cache : 0.0; }
+
 /* The answer lines of a generation run (one decoder): its speed and its check. 1 if the check held. */
 static const double CACHE_TOL = 1e-4; /* fp32: the cache changes the order of no sum at S = 1, a few roundings at S > 1 */
 
 static int report_run(const char *who, const GenStats *st)
 {
     const double tol = CACHE_TOL;
-    printf("%s: %.3f ms per token with the cache, %.3f ms recomputing the whole window through every layer (%.1fx), "
-           "over the %ld generated tokens: %.0f tokens/s with the cache\n", who, st->ms_cache / st->timed,
-           st->ms_full / st->timed, st->ms_full / st->ms_cache, st->timed, 1e3 * st->timed / st->ms_cache);
+    if (st->timed)
+        printf("%s: %.3f ms per token with the cache, %.3f ms recomputing the whole window through every layer (%.1fx), "
+               "over the %ld generated tokens: %.0f tokens/s with the cache\n", who, st->ms_cache / st->timed,
+               st->ms_full / st->timed, st->ms_full / st->ms_cache, st->timed, tokens_per_s(st));
+    else
+        printf("%s: no token timed (each was part of a prefill or of a refill of the window: --tokens more)\n", who);
     const int ok = st->max_diff <= tol;
     printf("check (%s): the logits of all %ld positions (the prompt and every refill included) with the cache against a "
            "full forward over the window: max |diff| %.1e (tol %.0e)%s\n", who, st->positions, st->max_diff, tol,
@@ -411,9 +420,10 @@ int generate_main(const Opts *o, const GenOpts *g)
     printf("\n---\n");
     if (rc != 0) return EXIT_FAIL;
     int ok = report_run("cpu", &st);
+    const int keep = c->T / 2 > 0 ? c->T / 2 : 1;
     if (st.slides)
         printf("the context (T = %d) was full %ld time%s: each time the last %d tokens were kept and their cache rebuilt "
-               "at positions 0 .. %d, 16 rows a call\n", c->T, st.slides, st.slides == 1 ? "" : "s", c->T / 2, c->T / 2 - 1);
+               "at positions 0 .. %d, 16 rows a call\n", c->T, st.slides, st.slides == 1 ? "" : "s", keep, keep - 1);
     cpu_model_close(&cm);
 #ifdef HAVE_CUDA
     if (o->device == DEV_GPU) {
@@ -433,12 +443,12 @@ int generate_main(const Opts *o, const GenOpts *g)
         for (long i = 0; i < np + g->tokens && first < 0; i++) if (gids[i] != ids[i]) first = i - np;
         if (first < 0)
             printf("answer: the GPU wrote the same %ld tokens as the CPU (same weights, seed and temperature); %.0f tokens/s "
-                   "against the CPU's %.0f\n", g->tokens, 1e3 * gs.timed / gs.ms_cache, 1e3 * st.timed / st.ms_cache);
+                   "against the CPU's %.0f\n", g->tokens, tokens_per_s(&gs), tokens_per_s(&st));
         else
             printf("answer: the GPU's text departs from the CPU's at generated token %ld%s; %.0f tokens/s against the "
                    "CPU's %.0f\n", first, g->temperature == 0 ? "  <-- WRONG: greedy decoding must agree" :
                    " (sampling: two logits within fp32 rounding of a draw's boundary pick different symbols)",
-                   1e3 * gs.timed / gs.ms_cache, 1e3 * st.timed / st.ms_cache);
+                   tokens_per_s(&gs), tokens_per_s(&st));
         if (first >= 0 && g->temperature == 0) ok = 0;
         tfree(gids);
         gpt_gpu_decoder_close(gd);
