@@ -35,6 +35,7 @@
 #include "driver.h"
 #include "alibi.h"
 #include "decode.h"
+#include "fp8.h"
 #include "../01_naive/naive.h"
 
 #include <math.h>
@@ -194,6 +195,7 @@ static int run_checks(long only, int fwd, int bwd)
     }
     if (bwd) bwd_run_checks(fwd ? 0 : only);
     if (fwd && bwd && !only) decode_run_checks(0); /* the whole grid: the decode kernels' too (decode.c) */
+    if (fwd && bwd && !only) fp8_checks();         /* and FP8's: the CPU half and kernel 15 (fp8.c) */
     return report_finish();
 }
 
@@ -400,6 +402,8 @@ static void usage(const Opts *o)
            "  --backward             the backward kernels (dQ, dK, dV) vs the naive cuBLAS backward; with --bench: at\n"
            "                         the benchmark shapes; with --check: only the backward's checks; --kernel N: backward kernel N\n"
            "  --alibi                the kernels with a score modifier (2, 3) with ALiBi, vs float64 with the bias, timed\n"
+           "  --dtype fp8            kernel 15: Q, K, V in e4m3 with per-block scales, vs float64 and vs kernel 14 in fp16;\n"
+           "                         with --bench: at the benchmark shapes; --errors: FP8's error table (CPU, no GPU needed)\n"
            "  --sanitize-shapes      run each kernel once at N = 65, 257 (for make sanitize; --kernel K[-M]: only those;\n"
            "                         with --backward: only the backward kernels; with --decode: only the decode kernels)\n");
     decode_usage();
@@ -416,10 +420,10 @@ int main(int argc, char **argv)
 {
     Opts o;
     DecodeOpts dec;
-    int bench = 0, sanitize = 0, backward = 0, alibi = 0;
+    int bench = 0, sanitize = 0, backward = 0, alibi = 0, errors = 0;
     opts_expand(&argc, &argv);
     opts_init(&o, "step05", OPT_SHAPE | OPT_DTYPE | OPT_CAUSAL | OPT_KERNEL | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK |
-                  OPT_NPY, (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16));
+                  OPT_NPY, (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16) | (1u << DT_FP8));
     decode_opts_init(&dec);
     for (int i = 1; i < argc; i++) dec.on |= !strcmp(argv[i], "--decode");
     if (dec.on) { o.B = 8; o.H = 32; o.N = 4096; o.D = 128; o.dtype = DT_FP16; } /* --decode's shape: --heads Hq, --seq L */
@@ -436,6 +440,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--sanitize-shapes")) { sanitize = 1; continue; }
         if (!strcmp(argv[i], "--backward")) { backward = 1; continue; }
         if (!strcmp(argv[i], "--alibi")) { alibi = 1; continue; }
+        if (!strcmp(argv[i], "--errors")) { errors = 1; continue; }
         usage_error("unknown option '%s' (see --help)", argv[i]);
     }
     if (o.help) { usage(&o); return 0; }
@@ -450,6 +455,20 @@ int main(int argc, char **argv)
                    "build has no CUDA).\n05_cuda_fused/README.md has the real output of an H100.\n");
         gpu_require();
         return decode_main(&o, &dec, bench, sanitize);
+    }
+    if (errors && o.dtype != DT_FP8) usage_error("option --errors goes with --dtype fp8 (the FP8 error table)");
+    if (o.dtype == DT_FP8) {
+        if (backward || alibi || o.qfile || o.outfile || o.kernel)
+            usage_error("option --dtype fp8 runs kernel 15 on its own (not with --backward, --alibi, --kernel or .npy files)");
+        if (!bench && !errors && !o.check && o.D != 64 && o.D != 128)
+            usage_error("option --dim: %ld is not supported in fp8 (kernel 15: 64 or 128)", o.D);
+        if (!bench) opts_gpu_grid(&o, 16);
+        return fp8_main(&o, bench, errors, sanitize);
+    }
+    if (o.check && !backward && !o.kernel && !gpu_available()) { /* the CPU half of the checks runs anywhere */
+        fp8_cpu_checks();
+        report_skip("step05", "no CUDA device (or no CUDA in this build): the kernels' checks need one; FP8's CPU half ran");
+        return report_finish();
     }
     if (o.check && o.kernel != o.kernel_last) usage_error("option --kernel: --check takes one kernel, not the range %ld-%ld", o.kernel, o.kernel_last);
     if (!bench) opts_gpu_grid(&o, 16); /* the smallest row tile of any kernel; --bench chooses its own shapes */

@@ -167,6 +167,37 @@ __device__ __forceinline__ void wgmma_ss(float *d, uint64_t desc_a, uint64_t des
                      : "l"(desc_a), "l"(desc_b), "n"(TRANS_A), "n"(TRANS_B), "r"(scale_d));
 }
 
+/* FP8 (kernel 15): D[64 x N] (+)= A[64 x 32] B[32 x N], A and B in e4m3, fp32 accumulate, k = 32 per
+ * instruction (the same 32 bytes of k as k16 in 16 bits). A from registers, four .b32 of four e4m3 each
+ * (PTX ISA, "Register Fragments" for .m64nNk32; element 0 in the low byte), warp w's rows as above:
+ *   a0 = A[g][4t .. 4t+3]   a1 = A[g+8][4t .. 4t+3]   a2 = A[g][16+4t .. 16+4t+3]   a3 = A[g+8][16+4t ..]
+ * B by descriptor, K-major only: for 8-bit types wgmma has no transposed B, k must run along the rows. */
+template <int N>
+__device__ __forceinline__ void wgmma_fp8(float *d, const uint32_t *a, uint64_t desc_b, int scale_d)
+{
+    static_assert(N == 64 || N == 128, "wgmma_fp8: N = 64 or 128");
+    if constexpr (N == 64)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " WGMMA_D64 ", "
+                     "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+                     : WGMMA_OPS64(WGMMA_RW)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " WGMMA_D128 ", "
+                     "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+                     : WGMMA_OPS128(WGMMA_RW)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
+/* The descriptor of a 64-byte-swizzled tile (kernel 15's K at D = 64: rows of 64 one-byte elements): the
+ * atom is 8 rows of 64 bytes (512), so SBO = 512; swizzle mode 2 in bits 62-63. */
+__device__ __forceinline__ uint64_t make_desc_sw64(uint32_t smem_addr, uint32_t sbo_bytes)
+{
+    return (uint64_t)((smem_addr & 0x3FFFF) >> 4) | (uint64_t)1 << 16 | (uint64_t)((sbo_bytes >> 4) & 0x3FFF) << 32 |
+           (uint64_t)2 << 62;
+}
+
 /* The register-A product at either N (kernel 12's two calls, by N). */
 template <typename T, int N, int TRANS_B>
 __device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t desc_b, int scale_d)

@@ -142,9 +142,9 @@ int parse_choice(const char *opt, const char *s, const char *const *choices, int
     usage_error("option %s: '%s' is not allowed, expected %s", opt, s, allowed);
 }
 
-static const char *const dtype_names[] = {"fp32", "fp16", "bf16"};
+static const char *const dtype_names[DT_COUNT] = {"fp32", "fp16", "bf16", "fp8"};
 const char *dtype_name(int dtype) { return dtype_names[dtype]; }
-size_t dtype_size(int dtype) { return dtype == DT_FP32 ? 4 : 2; }
+size_t dtype_size(int dtype) { return dtype == DT_FP32 ? 4 : dtype == DT_FP8 ? 1 : 2; }
 
 void opts_init(Opts *o, const char *prog, unsigned accept, unsigned dtype_mask)
 {
@@ -182,7 +182,7 @@ int opts_parse_common(Opts *o, int argc, char **argv, int *i)
     if ((acc & OPT_DTYPE) && !strcmp(a, "--dtype")) {
         const char *v = opt_value(argc, argv, i);
         char allowed[64] = "";
-        for (int d = 0; d < 3; d++) {
+        for (int d = 0; d < DT_COUNT; d++) {
             if (!(o->dtype_mask & (1u << d))) continue;
             if (!strcmp(v, dtype_names[d])) { o->dtype = d; return 1; }
             if (allowed[0]) strcat(allowed, "|");
@@ -273,7 +273,7 @@ void print_common_usage(const Opts *o)
         printf("  --br BR --bc BC        row tile of Q, column tile of K/V (default %ld %ld)\n", o->BR, o->BC);
     if (a & OPT_DTYPE) {
         printf("  --dtype T              storage type:");
-        for (int d = 0; d < 3; d++)
+        for (int d = 0; d < DT_COUNT; d++)
             if (o->dtype_mask & (1u << d)) printf(" %s", dtype_names[d]);
         printf(" (default %s)\n", dtype_names[o->dtype]);
     }

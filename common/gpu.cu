@@ -169,12 +169,14 @@ extern "C" void *dupload(const float *h, size_t n, int dtype, const char *what)
 
 extern "C" void dzero(void *d, size_t bytes) { CUDA_CHECK(cudaMemset(d, 0, bytes)); }
 
-extern "C" int *dupload_int(const int *h, size_t n, const char *what)
+extern "C" void *dupload_bytes(const void *h, size_t bytes, const char *what)
 {
-    int *d = (int *)dmalloc(n * sizeof(int), what);
-    CUDA_CHECK(cudaMemcpy(d, h, n * sizeof(int), cudaMemcpyHostToDevice));
+    void *d = dmalloc(bytes, what);
+    CUDA_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
     return d;
 }
+
+extern "C" int *dupload_int(const int *h, size_t n, const char *what) { return (int *)dupload_bytes(h, n * sizeof(int), what); }
 
 extern "C" void ddownload(float *h, const void *d, size_t n, int dtype)
 {

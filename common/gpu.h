@@ -50,6 +50,7 @@ void *dupload(const float *h, size_t n, int dtype, const char *what);
 void dupload_into(void *d, const float *h, size_t n, int dtype); /* into an existing buffer */
 void ddownload(float *h, const void *d, size_t n, int dtype);
 int *dupload_int(const int *h, size_t n, const char *what); /* ints as they are (lengths, block tables) */
+void *dupload_bytes(const void *h, size_t bytes, const char *what); /* bytes as they are (FP8 tensors) */
 void dzero(void *d, size_t bytes);                          /* bytes of zeros (a workspace's counters) */
 void dpoison(void *d, size_t n, int dtype);
 

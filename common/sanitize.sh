@@ -5,7 +5,7 @@
 # D = 64 and, in fp16/bf16, 128), and over step 01's softmax kernel through
 # its GPU check, and over step 06's GPU training (gpt_gpu.cu's kernels). Any error
 # fails (--error-exitcode=1). Skips (exit 77) without a GPU or the tool. Also step 05's decode kernels
-# (--decode --sanitize-shapes) and step 06's generation on the GPU.
+# (--decode --sanitize-shapes), the FP8 kernel (--dtype fp8 --sanitize-shapes) and step 06's generation on the GPU.
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 [ -n "$cs" ] || { echo "sanitize: SKIP: compute-sanitizer not found"; exit 77; }
 ./step05 --help >/dev/null 2>&1 || { echo "sanitize: ./step05 is missing: make step05"; exit 2; }
@@ -26,6 +26,14 @@ for tool in memcheck racecheck initcheck synccheck; do
         echo "PASS sanitize/$tool step05 --decode: $(grep -c '^ran decode kernel' /tmp/sanitize.$$.log) decode kernel runs, $(tail -n 1 /tmp/sanitize.$$.log)"
     else
         echo "FAIL sanitize/$tool step05 --decode:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
+    fi
+done
+# step 05's FP8 kernel 15 (N = 65 and 257, D = 64 and 128, causal and not) and the GPU's Walsh-Hadamard transform
+for tool in memcheck racecheck initcheck synccheck; do
+    if "$cs" --tool "$tool" --error-exitcode=1 ./step05 --dtype fp8 --sanitize-shapes >/tmp/sanitize.$$.log 2>&1; then
+        echo "PASS sanitize/$tool step05 --dtype fp8: $(grep -c '^ran kernel 15' /tmp/sanitize.$$.log) kernel 15 runs, $(tail -n 1 /tmp/sanitize.$$.log)"
+    else
+        echo "FAIL sanitize/$tool step05 --dtype fp8:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
     fi
 done
 if "$cs" --tool memcheck --error-exitcode=1 ./step01 --device gpu --seq 257 --dim 64 --batch 2 --heads 3 --repeat 1 >/tmp/sanitize.$$.log 2>&1; then

@@ -1,0 +1,829 @@
+/*
+ * fp8.c: step 05 in FP8 (--dtype fp8): Q, K and V stored in e4m3, one byte an element, so the tensor cores
+ * run at twice the 16-bit rate; what that costs in accuracy, measured against float64; the CPU loop that
+ * kernel 15 (kernel15_fp8.cu) transcribes; and the driver of the kernel's check and benchmark.
+ *
+ * What FP8 demands, in the chapter's notation:
+ *
+ *   Scales. e4m3 holds 448 at most and keeps 3 bits of mantissa, so each tensor is stored as x = s x8,
+ *   s = amax / 448 over a block (the whole tensor, or FP8_QBLOCK rows of Q, FP8_KBLOCK rows of K, a head of
+ *   V). The tensor cores multiply the bytes, S8 = Q8 K8^T in fp32, and the scales come back as one factor
+ *   per tile: s_ij = S8_ij s_q s_k / sqrt(D), folded into the softmax's scale at no cost.
+ *
+ *   P. The second product wants P in e4m3 too. p = e^(s - m) is in [0, 1] (the running max makes it so:
+ *   step 07's first break is what happens without it), so P needs no scale of its own; we store 2^8 p,
+ *   which costs nothing (the exponent is s - (m - 8), one subtraction already there) and moves the point
+ *   where small p flush to zero from 2^-9 to 2^-17. l sums the fp32 p, O sums the e4m3 ones.
+ *
+ *   V. The tensor cores read an FP8 operand from shared memory only with its reduction dimension (k)
+ *   contiguous: for O = P V that is the key, so V must be stored transposed, [D, N]. And the second product
+ *   takes P from the registers the first product left it in, but an FP8 A operand is laid out four
+ *   consecutive k to a register while S's accumulator gives a thread two consecutive columns and then two
+ *   more, 8 columns on (wgmma.cuh's layout). Rather than move P between threads, we move V's keys: inside
+ *   every 32 keys, logical key L = 16h + 4t + e is physical key 16h + 8(e / 2) + 2t + e % 2
+ *   (fp8_key_perm). The sum over keys does not care about their order, only that P and V agree on it.
+ *   fp8_quantize writes V that way, and fp8_flash_cpu reads it back through the same table, so the CPU
+ *   loop below checks the layout before any GPU does.
+ *
+ *   Hadamard. A row of Q or K with one large entry (an "outlier feature") sets the block's scale and the
+ *   small entries lose their bits. Rotating Q and K by the same orthogonal H leaves Q K^T unchanged and
+ *   spreads the large entry over the row (fwht).
+ */
+#include "fp8.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu.h"
+
+/* ------------------------------------------------------------------ e4m3 */
+
+uint8_t fp8_from_float(float x)
+{
+    const uint8_t sign = signbit(x) ? 0x80 : 0x00;
+    if (isnan(x)) return (uint8_t)(sign | 0x7F);
+    const double a = fabs((double)x);
+    if (a >= 448.0) return (uint8_t)(sign | 0x7E);            /* satfinite: +-448, infinity included */
+    if (a < 0.015625) {                                        /* below 2^-6: subnormal, steps of 2^-9 */
+        const int m = (int)nearbyint(a * 512.0);               /* ties to even; m = 8 is 2^-6, code 0x08 */
+        return (uint8_t)(sign | m);
+    }
+    int e2;
+    const double f = frexp(a, &e2);                            /* a = f 2^e2, f in [0.5, 1) */
+    int e = e2 - 1;                                            /* a = (2f) 2^e, 2f in [1, 2), e in -6 .. 8 */
+    int m = (int)nearbyint((2.0 * f - 1.0) * 8.0);             /* 3 bits of mantissa, ties to even */
+    if (m == 8) { m = 0; e++; }
+    if (e + 7 > 15 || (e + 7 == 15 && m == 7)) return (uint8_t)(sign | 0x7E); /* rounded past 448 */
+    return (uint8_t)(sign | (e + 7) << 3 | m);
+}
+
+float fp8_to_float(uint8_t c)
+{
+    const int E = (c >> 3) & 15, M = c & 7;
+    const float sign = (c & 0x80) ? -1.0f : 1.0f;
+    if (E == 15 && M == 7) return NAN;
+    if (E == 0) return sign * ldexpf((float)M, -9);
+    return sign * ldexpf(1.0f + M / 8.0f, E - 7);
+}
+
+/* ------------------------------------------------------ Walsh-Hadamard */
+
+void fwht(float *x, long D)
+{
+    for (long h = 1; h < D; h *= 2)                            /* log2 D butterflies: (a, b) -> (a + b, a - b) */
+        for (long i = 0; i < D; i += 2 * h)
+            for (long j = i; j < i + h; j++) {
+                const float a = x[j], b = x[j + h];
+                x[j] = a + b;
+                x[j + h] = a - b;
+            }
+    const float s = 1.0f / sqrtf((float)D);                    /* H / sqrt(D): orthogonal */
+    for (long i = 0; i < D; i++) x[i] *= s;
+}
+
+/* ------------------------------------------------------------ quantizers */
+
+const char *fp8_mode_name(Fp8Mode m)
+{
+    return m == FP8_TENSOR ? "per-tensor" : m == FP8_BLOCK ? "per-block" : "per-block+Hadamard";
+}
+
+int fp8_key_perm(int L)
+{
+    const int h = L / 16, t = (L % 16) / 4, e = L % 4;
+    return 16 * h + 8 * (e / 2) + 2 * t + e % 2;
+}
+
+void fp8_free(Fp8Tensors *t)
+{
+    tfree(t->q); tfree(t->k); tfree(t->vt); tfree(t->sq); tfree(t->sk); tfree(t->sv);
+    memset(t, 0, sizeof *t);
+}
+
+static float amax_of(const float *x, size_t n)
+{
+    float a = 0.0f;
+    for (size_t i = 0; i < n; i++) a = fmaxf(a, fabsf(x[i]));
+    return a;
+}
+static float scale_for(float amax) { return amax > 0.0f ? amax / FP8_MAX : 1.0f; }
+
+/* x [bh, N, D] -> x8 with one scale per `rows` rows of each head (rows >= N: per head), or `tensor_scale`
+ * for every block when it is > 0. */
+static void quantize_rows(const float *x, long bh, long N, long D, long rows, float tensor_scale, uint8_t *x8, float *s)
+{
+    const long nb = (N + rows - 1) / rows;
+    for (long h = 0; h < bh; h++)
+        for (long b = 0; b < nb; b++) {
+            const long r0 = b * rows, r1 = r0 + rows < N ? r0 + rows : N;
+            const float *xb = x + ((size_t)h * N + r0) * D;
+            const float sc = tensor_scale > 0 ? tensor_scale : scale_for(amax_of(xb, (size_t)(r1 - r0) * D));
+            s[h * nb + b] = sc;
+            for (size_t i = 0; i < (size_t)(r1 - r0) * D; i++) x8[((size_t)h * N + r0) * D + i] = fp8_from_float(xb[i] / sc);
+        }
+}
+
+int fp8_quantize(const float *q, const float *k, const float *v, long B, long H, long N, long D, Fp8Mode mode,
+                 Fp8Tensors *t)
+{
+    memset(t, 0, sizeof *t);
+    const long bh = B * H;
+    const size_t n = (size_t)bh * N * D;
+    t->B = B, t->H = H, t->N = N, t->D = D, t->mode = mode;
+    t->Npad = (N + 31) / 32 * 32;
+    t->nqb = (N + FP8_QBLOCK - 1) / FP8_QBLOCK;
+    t->nkb = (N + FP8_KBLOCK - 1) / FP8_KBLOCK;
+    const size_t nvt = (size_t)bh * D * t->Npad;
+    t->q = tmalloc(n); t->k = tmalloc(n); t->vt = tmalloc(nvt);
+    t->sq = tmalloc((size_t)bh * t->nqb * 4); t->sk = tmalloc((size_t)bh * t->nkb * 4); t->sv = tmalloc((size_t)bh * 4);
+    float *qr = mode == FP8_HADAMARD ? tmalloc(n * 4) : NULL, *kr = mode == FP8_HADAMARD ? tmalloc(n * 4) : NULL;
+    uint8_t *v8 = tmalloc(n);
+    if (!t->q || !t->k || !t->vt || !t->sq || !t->sk || !t->sv || !v8 || (mode == FP8_HADAMARD && (!qr || !kr))) {
+        mem_oom_line(mem_refused(), "the FP8 tensors");
+        tfree(qr); tfree(kr); tfree(v8); fp8_free(t);
+        return -1;
+    }
+    if (mode == FP8_HADAMARD) {                          /* Q H and K H, row by row: the scores do not change */
+        memcpy(qr, q, n * 4); memcpy(kr, k, n * 4);
+        for (size_t r = 0; r < (size_t)bh * N; r++) { fwht(qr + r * D, D); fwht(kr + r * D, D); }
+        q = qr, k = kr;
+    }
+    const int tensor = mode == FP8_TENSOR;
+    quantize_rows(q, bh, N, D, FP8_QBLOCK, tensor ? scale_for(amax_of(q, n)) : 0, t->q, t->sq);
+    quantize_rows(k, bh, N, D, FP8_KBLOCK, tensor ? scale_for(amax_of(k, n)) : 0, t->k, t->sk);
+    quantize_rows(v, bh, N, D, N, tensor ? scale_for(amax_of(v, n)) : 0, v8, t->sv);
+    for (long h = 0; h < bh; h++)                        /* V^T, keys permuted inside each 32, padding zero */
+        for (long d = 0; d < D; d++)
+            for (long c = 0; c < t->Npad; c++) {
+                const long key = c / 32 * 32 + fp8_key_perm((int)(c % 32));
+                t->vt[((size_t)h * D + d) * t->Npad + c] = key < N ? v8[((size_t)h * N + key) * D + d] : 0;
+            }
+    tfree(qr); tfree(kr); tfree(v8);
+    return 0;
+}
+
+/* V's element (key, d) of head h, in e4m3's value (unscaled), read through the kernel's layout. */
+static float v_at(const Fp8Tensors *t, long h, long key, long d)
+{
+    long c = key / 32 * 32;
+    for (int L = 0; L < 32; L++)
+        if (c + fp8_key_perm(L) == key) { c += L; break; }
+    return fp8_to_float(t->vt[((size_t)h * t->D + d) * t->Npad + c]);
+}
+
+/* --------------------------------------------------- the loop kernel 15 runs */
+
+void fp8_flash_cpu(const Fp8Tensors *t, int causal, float *out)
+{
+    const long N = t->N, D = t->D, BC = FP8_KBLOCK, bh = t->B * t->H;
+    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D);  /* log2(e) / sqrt(D): scores in log2 units */
+    float *vraw = xmalloc((size_t)N * D * 4, "V in e4m3 values"), *o = xmalloc((size_t)D * 4, "o"),
+          *s = xmalloc((size_t)BC * 4, "s_tile"), *q = xmalloc((size_t)D * 4, "q"), *kraw = xmalloc((size_t)N * D * 4, "K");
+    for (long h = 0; h < bh; h++) {
+        for (long key = 0; key < N; key++)                             /* the bytes' values, once per head */
+            for (long d = 0; d < D; d++) {
+                vraw[key * D + d] = v_at(t, h, key, d);
+                kraw[key * D + d] = fp8_to_float(t->k[((size_t)h * N + key) * D + d]);
+            }
+        for (long i = 0; i < N; i++) {                                 /* one query row (the kernel: 16 per warp) */
+            for (long d = 0; d < D; d++) q[d] = fp8_to_float(t->q[((size_t)h * N + i) * D + d]);
+            const float sq = t->sq[h * t->nqb + i / FP8_QBLOCK];
+            float m = -INFINITY, l = 0.0f;                             /* log2 units */
+            for (long d = 0; d < D; d++) o[d] = 0.0f;
+            const long jend = causal ? i + 1 : N;
+            for (long j0 = 0, j = 0; j0 < jend; j0 += BC, j++) {       /* K/V tile j: keys j0 .. j0+BC-1 */
+                const long bc = j0 + BC <= N ? BC : N - j0;
+                const float sl2 = scale_log2 * sq * t->sk[h * t->nkb + j];  /* the tile's descale, folded in */
+                const float *kr = kraw + j0 * D;
+                float mt = -INFINITY;
+                for (long c = 0; c < bc; c++) {
+                    float acc = 0.0f;                                  /* S8 = Q8 K8^T: the bytes' product, fp32 */
+                    for (long d = 0; d < D; d++) acc += q[d] * kr[c * D + d];
+                    s[c] = causal && j0 + c > i ? -INFINITY : acc;
+                    mt = fmaxf(mt, s[c]);
+                }
+                const float mn = fmaxf(m, mt * sl2);                   /* m_new = max(m, m_tile) */
+                const float bse = mn - FP8_P_SHIFT;                    /* p's exponent base: 2^8 p */
+                const float alpha = exp2f(m - mn);                     /* alpha = e^(m - m_new) (0 on the first tile) */
+                float ls = 0.0f;
+                for (long d = 0; d < D; d++) o[d] *= alpha;            /* o = alpha o ... */
+                for (long c = 0; c < bc; c++) {
+                    const float p = exp2f(s[c] * sl2 - bse);           /* 2^8 p, p = e^(s - m_new) */
+                    ls += p;                                           /* l sums the fp32 p ... */
+                    const float p8 = fp8_to_float(fp8_from_float(p));  /* ... O the e4m3 ones */
+                    for (long d = 0; d < D; d++) o[d] += p8 * vraw[(j0 + c) * D + d]; /* ... + P V_j */
+                }
+                l = alpha * l + ls;
+                m = mn;
+            }
+            const float inv = l > 0.0f ? t->sv[h] / l : 0.0f;          /* O = o s_v / l */
+            for (long d = 0; d < D; d++) out[((size_t)h * N + i) * D + d] = f16_to_f32(f32_to_f16(o[d] * inv));
+        }
+    }
+    tfree(vraw); tfree(o); tfree(s); tfree(q); tfree(kraw);
+}
+
+/* Head h's e4m3 values (unscaled) of Q, K and V, [N, D] each. */
+static void decode_head(const Fp8Tensors *t, long h, float *qraw, float *kraw, float *vraw)
+{
+    const long N = t->N, D = t->D;
+    for (long i = 0; i < N; i++)
+        for (long d = 0; d < D; d++) {
+            qraw[i * D + d] = fp8_to_float(t->q[((size_t)h * N + i) * D + d]);
+            kraw[i * D + d] = fp8_to_float(t->k[((size_t)h * N + i) * D + d]);
+            vraw[i * D + d] = v_at(t, h, i, d);
+        }
+}
+
+/* Row i of head h of naive FP8 attention into out[D]; s holds N doubles, o D. */
+static void naive_row(const Fp8Tensors *t, long h, long i, int causal, const float *qraw, const float *kraw,
+                      const float *vraw, double *s, double *o, float *out)
+{
+    const long N = t->N, D = t->D, nk = causal ? i + 1 : N;
+    const double sq = t->sq[h * t->nqb + i / FP8_QBLOCK];
+    double mx = -INFINITY, sum = 0;
+    for (long c = 0; c < nk; c++) {                                    /* S = Q K^T / sqrt(D), dequantized, float64 */
+        double acc = 0;
+        for (long d = 0; d < D; d++) acc += (double)qraw[i * D + d] * kraw[c * D + d];
+        s[c] = acc * sq * t->sk[h * t->nkb + c / FP8_KBLOCK] / sqrt((double)D);
+        mx = fmax(mx, s[c]);
+    }
+    for (long c = 0; c < nk; c++) sum += (s[c] = exp(s[c] - mx));
+    for (long d = 0; d < D; d++) o[d] = 0;
+    for (long c = 0; c < nk; c++) {                                    /* P = softmax(S), stored as e4m3(2^8 P) */
+        const double p8 = fp8_to_float(fp8_from_float((float)(s[c] / sum * 256.0)));
+        for (long d = 0; d < D; d++) o[d] += p8 * vraw[c * D + d];
+    }
+    for (long d = 0; d < D; d++) out[d] = f16_to_f32(f32_to_f16((float)(o[d] * t->sv[h] / 256.0)));
+}
+
+/* Rows rows[0 .. nr) of every head (rows NULL: all N), out [bh][nr][D]. */
+static void naive_rows(const Fp8Tensors *t, int causal, const long *rows, long nr, float *out)
+{
+    const long N = t->N, D = t->D, bh = t->B * t->H;
+    double *s = xmalloc((size_t)N * 8, "S row"), *o = xmalloc((size_t)D * 8, "o");
+    float *raw = xmalloc((size_t)3 * N * D * 4, "Q, K, V in e4m3 values");
+    for (long h = 0; h < bh; h++) {
+        decode_head(t, h, raw, raw + N * D, raw + 2 * N * D);
+        for (long r = 0; r < nr; r++)
+            naive_row(t, h, rows ? rows[r] : r, causal, raw, raw + N * D, raw + 2 * N * D, s, o, out + ((size_t)h * nr + r) * D);
+    }
+    tfree(s); tfree(o); tfree(raw);
+}
+
+void fp8_naive_cpu(const Fp8Tensors *t, int causal, float *out) { naive_rows(t, causal, NULL, t->N, out); }
+
+double tol_fp8(double naive_err) { return naive_err == naive_err ? 2.0 * naive_err : 0.0; } /* NaN: nothing passes */
+
+/* ------------------------------------------------------------- inputs */
+
+/* Q, K, V from the seed; outliers: 0.1% of the entries multiplied by 10 to 100 (FlashAttention-3's test). */
+static void make_inputs(float *q, float *k, float *v, size_t n, uint64_t seed, int outliers)
+{
+    make_qkv(q, k, v, n, seed);
+    if (!outliers) return;
+    Rng r;
+    rng_seed(&r, seed ^ 0x5EEDull);
+    float *x[3] = {q, k, v};
+    for (int a = 0; a < 3; a++)
+        for (size_t i = 0; i < n; i++)
+            if (rng_uniform(&r) < 1e-3) x[a][i] *= (float)(10.0 + 90.0 * rng_uniform(&r));
+}
+
+/* max abs and RMS error of out against ref */
+static void err_of(const float *out, const double *ref, size_t n, double *max_abs, double *rms)
+{
+    double mx = 0, ss = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)out[i] - ref[i]);
+        mx = d > mx || d != d ? d : mx;                                 /* NaN propagates */
+        ss += d * d;
+    }
+    *max_abs = mx;
+    *rms = sqrt(ss / (double)n);
+}
+
+/* ------------------------------------------------------------ the error table */
+
+typedef struct { double fp16_max, fp16_rms, max[3], rms[3]; } ErrRow;
+
+/* One row of the table: B=1, H heads, N, D; fp16 storage (exact arithmetic) and the FP8 loop in each mode. */
+static ErrRow error_row(long H, long N, long D, int causal, int outliers, uint64_t seed)
+{
+    ErrRow r;
+    const size_t n = (size_t)H * N * D;
+    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O");
+    double *ref = xmalloc(n * 8, "reference"), *r16 = xmalloc(n * 8, "fp16 reference");
+    make_inputs(q, k, v, n, seed, outliers);
+    ref_attention(q, k, v, H, N, D, causal, ref);
+    round_to_dtype(q, n, DT_FP16); round_to_dtype(k, n, DT_FP16);  /* fp16 storage, arithmetic exact */
+    float *v16 = xmalloc(n * 4, "V fp16");
+    memcpy(v16, v, n * 4);
+    round_to_dtype(v16, n, DT_FP16);
+    ref_attention(q, k, v16, H, N, D, causal, r16);
+    for (size_t i = 0; i < n; i++) out[i] = f16_to_f32(f32_to_f16((float)r16[i]));
+    err_of(out, ref, n, &r.fp16_max, &r.fp16_rms);
+    make_inputs(q, k, v, n, seed, outliers);
+    for (int m = 0; m < 3; m++) {
+        Fp8Tensors t;
+        if (fp8_quantize(q, k, v, 1, H, N, D, (Fp8Mode)m, &t) != 0) exit(EXIT_FAIL);
+        fp8_flash_cpu(&t, causal, out);
+        err_of(out, ref, n, &r.max[m], &r.rms[m]);
+        fp8_free(&t);
+    }
+    tfree(q); tfree(k); tfree(v); tfree(v16); tfree(out); tfree(ref); tfree(r16);
+    return r;
+}
+
+/* The table: Gaussian and outliers x D 64, 128 x causal or not; returns 1 if every entry is finite and
+ * FP8's error is above fp16's in every row (the sanity the check asks of it). */
+static int error_table(long H, long N, int print, FILE *csv)
+{
+    int ok = 1;
+    if (print)
+        printf("FP8 (e4m3) attention against float64, B=1 H=%ld N=%ld, the loop kernel 15 runs (fp8_flash_cpu); RMS "
+               "error (max abs)\n%-9s %-4s %-7s %-19s %-19s %-19s %-19s\n", H, N, "inputs", "D", "mask", "fp16 storage",
+               "fp8 per-tensor", "fp8 per-block", "fp8 block+Hadamard");
+    for (int out = 0; out < 2; out++)
+        for (int di = 0; di < 2; di++)
+            for (int causal = 0; causal < 2; causal++) {
+                const long D = di ? 128 : 64;
+                const ErrRow r = error_row(H, N, D, causal, out, 777 + (uint64_t)(out * 4 + di * 2 + causal));
+                for (int m = 0; m < 3; m++) ok &= isfinite(r.rms[m]) && isfinite(r.max[m]) && r.rms[m] > r.fp16_rms;
+                if (print) {
+                    char c[4][32];
+                    snprintf(c[0], 32, "%.2e (%.1e)", r.fp16_rms, r.fp16_max);
+                    for (int m = 0; m < 3; m++) snprintf(c[m + 1], 32, "%.2e (%.1e)", r.rms[m], r.max[m]);
+                    printf("%-9s %-4ld %-7s %-19s %-19s %-19s %-19s\n", out ? "outliers" : "gaussian", D,
+                           causal ? "causal" : "full", c[0], c[1], c[2], c[3]);
+                }
+                if (csv)
+                    fprintf(csv, "%s,%ld,%ld,%d,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e\n", out ? "outliers" : "gaussian", N, D,
+                            causal, r.fp16_rms, r.fp16_max, r.rms[0], r.max[0], r.rms[1], r.max[1], r.rms[2], r.max[2]);
+            }
+    return ok;
+}
+
+/* ------------------------------------------------------------ the CPU checks */
+
+static void check_e4m3(void)
+{
+    int bad = 0, n = 0;
+    for (int c = 0; c < 256; c++) {                                    /* every finite code is its own rounding */
+        if ((c & 0x7F) == 0x7F) continue;
+        const float x = fp8_to_float((uint8_t)c);
+        bad += fp8_from_float(x) != (uint8_t)c;
+        n++;
+    }
+    int ties = 0;
+    for (int c = 0; c < 0x7E; c++) {                                   /* the midpoint of two neighbours: to the even code */
+        const float a = fp8_to_float((uint8_t)c), b = fp8_to_float((uint8_t)(c + 1)), mid = (a + b) / 2;
+        const uint8_t want = (c % 2 == 0) ? (uint8_t)c : (uint8_t)(c + 1);
+        bad += fp8_from_float(mid) != want;
+        bad += fp8_from_float(nextafterf(mid, 0)) != (uint8_t)c || fp8_from_float(nextafterf(mid, 1e9f)) != (uint8_t)(c + 1);
+        ties++;
+    }
+    bad += fp8_to_float(0x7E) != 448.0f || fp8_from_float(449.0f) != 0x7E || fp8_from_float(1e30f) != 0x7E ||
+           fp8_from_float(INFINITY) != 0x7E || fp8_from_float(-INFINITY) != 0xFE || !isnan(fp8_to_float(fp8_from_float(NAN))) ||
+           fp8_from_float(ldexpf(1.0f, -10)) != 0 || fp8_from_float(ldexpf(1.5f, -10)) != 1 || fp8_to_float(1) != ldexpf(1.0f, -9);
+    report(bad == 0, NULL, "fp8/e4m3", "%d finite codes round to themselves, %d midpoints go to the even code and one "
+           "float either side to the neighbours, 448 saturates (449, 1e30, inf), NaN stays NaN, 2^-10 ties to 0 (%d wrong)",
+           n, ties, bad);
+}
+
+static void check_hadamard(void)
+{
+    Rng r;
+    rng_seed(&r, 31);
+    for (long D = 64; D <= 128; D *= 2) {
+        float x[128] = {0}, y[128] = {0}, a[128] = {0}, b[128] = {0};
+        double worst = 0, back = 0, qk = 0;
+        for (long i = 0; i < D; i++) x[i] = (float)rng_normal(&r);
+        memcpy(y, x, (size_t)D * sizeof x[0]);
+        fwht(y, D);
+        for (long i = 0; i < D; i++) {                                 /* against H_ij = (-1)^popcount(i & j) / sqrt(D) */
+            double h = 0;
+            for (long j = 0; j < D; j++) h += (__builtin_popcountl((unsigned long)(i & j)) % 2 ? -1.0 : 1.0) * x[j];
+            worst = fmax(worst, fabs(h / sqrt((double)D) - y[i]));
+        }
+        fwht(y, D);                                                    /* H H = I */
+        for (long i = 0; i < D; i++) back = fmax(back, fabs((double)y[i] - x[i]));
+        for (long i = 0; i < D; i++) { a[i] = (float)rng_normal(&r); b[i] = (float)rng_normal(&r); }
+        double d0 = 0, d1 = 0;
+        for (long i = 0; i < D; i++) d0 += (double)a[i] * b[i];
+        fwht(a, D); fwht(b, D);
+        for (long i = 0; i < D; i++) d1 += (double)a[i] * b[i];
+        qk = fabs(d1 - d0);
+        char name[48];
+        snprintf(name, sizeof name, "fp8/hadamard D=%ld", D);
+        report(worst < 1e-5 && back < 1e-5 && qk < 1e-4, NULL, name, "fwht against the explicit matrix %.1e, H H x - x %.1e, "
+               "(q H).(k H) - q.k %.1e (tol 1e-5, 1e-5, 1e-4)", worst, back, qk);
+    }
+}
+
+static void check_layout_and_scales(void)
+{
+    int seen[32] = {0}, bij = 1;
+    for (int L = 0; L < 32; L++) seen[fp8_key_perm(L)]++;
+    for (int p = 0; p < 32; p++) bij &= seen[p] == 1;
+    /* Quantize a head with a known amax per block: every block's largest entry becomes 448 exactly; every
+     * entry in e4m3's normal range comes back within half a step (2^-4 relative); V reads back through the
+     * transposed, permuted layout. */
+    const long N = 200, D = 64;
+    const size_t n = (size_t)N * D;
+    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
+    make_qkv(q, k, v, n, 99);
+    Fp8Tensors t;
+    if (fp8_quantize(q, k, v, 1, 1, N, D, FP8_BLOCK, &t) != 0) exit(EXIT_FAIL);
+    double worst = 0;
+    int top = 0, vbad = 0;
+    for (long i = 0; i < N; i++)
+        for (long d = 0; d < D; d++) {
+            const float sq = t.sq[i / FP8_QBLOCK], x = q[i * D + d], y = fp8_to_float(t.q[i * D + d]) * sq;
+            if (fabsf(x) / sq >= 0.015625f) worst = fmax(worst, fabs((double)y - x) / fabs((double)x));
+            top += t.q[i * D + d] == 0x7E || t.q[i * D + d] == 0xFE;
+            const float vv = v_at(&t, 0, i, d) * t.sv[0];
+            vbad += fabsf(vv - v[i * D + d]) > 0.0625f * fabsf(v[i * D + d]) + 1e-3f * t.sv[0];
+        }
+    const int blocks = (int)t.nqb;
+    fp8_free(&t);
+    tfree(q); tfree(k); tfree(v);
+    report(bij && worst <= 0.0625 && top >= blocks && vbad == 0, NULL, "fp8/quantize",
+           "the key permutation a bijection (%s), Q per %d rows: worst relative error %.4f (<= 2^-4), %d entries at +-448 "
+           "(>= one per block, %d blocks), V through its transposed layout: %d wrong", bij ? "yes" : "no", FP8_QBLOCK,
+           worst, top, blocks, vbad);
+}
+
+/* The loop kernel 15 runs, on the CPU, against float64 within twice naive FP8's error, at odd N. */
+static void check_loop(void)
+{
+    static const long Ns[] = {1, 17, 64, 65, 129, 257};
+    int cases = 0;
+    for (int mi = 0; mi < 3; mi++)
+        for (int di = 0; di < 2; di++)
+            for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++)
+                for (int causal = 0; causal < 2; causal++) {
+                    const long D = di ? 128 : 64, N = Ns[a], H = 2;
+                    if (mi != FP8_BLOCK && (N != 257 || di)) continue; /* the other modes at one shape */
+                    const size_t n = (size_t)H * N * D;
+                    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
+                    float *out = xmalloc(n * 4, "O"), *nv = xmalloc(n * 4, "naive O");
+                    double *ref = xmalloc(n * 8, "reference");
+                    make_inputs(q, k, v, n, 500 + (uint64_t)(N * 4 + di * 2 + causal), 0);
+                    ref_attention(q, k, v, H, N, D, causal, ref);
+                    Fp8Tensors t;
+                    if (fp8_quantize(q, k, v, 1, H, N, D, (Fp8Mode)mi, &t) != 0) exit(EXIT_FAIL);
+                    fp8_naive_cpu(&t, causal, nv);
+                    fp8_flash_cpu(&t, causal, out);
+                    double nmax, nrms;
+                    err_of(nv, ref, n, &nmax, &nrms);
+                    const double tol = tol_fp8(nmax);
+                    const Err e = compare(out, ref, n, tol, 0);
+                    char name[96], eb[128];
+                    snprintf(name, sizeof name, "fp8/cpu-loop %s N=%ld D=%ld%s", fp8_mode_name((Fp8Mode)mi), N, D,
+                             causal ? " causal" : "");
+                    report(e.n_bad == 0 && e.max_abs <= tol, &e, name, "%s; naive fp8 %.2e, tol %.2e", fmt_err(&e, eb, sizeof eb),
+                           nmax, tol);
+                    fp8_free(&t);
+                    tfree(q); tfree(k); tfree(v); tfree(out); tfree(nv); tfree(ref);
+                    cases++;
+                }
+    (void)cases;
+}
+
+void fp8_cpu_checks(void)
+{
+    check_e4m3();
+    check_hadamard();
+    check_layout_and_scales();
+    check_loop();
+    const int ok = error_table(2, 256, 0, NULL);
+    report(ok, NULL, "fp8/error-table", "the table at N=256 (Gaussian and outliers, D 64 and 128, causal or not, three "
+           "scalings): every error finite, FP8's above fp16 storage's in every cell");
+}
+
+/* ------------------------------------------------------------ the GPU half */
+
+#ifdef HAVE_CUDA
+#include "../01_naive/naive.h"
+#include "kernels.h"
+
+typedef struct {
+    Fp8Args a;
+    size_t n;      /* elements of O */
+} Fp8Dev;
+
+static void dev_upload(const Fp8Tensors *t, int causal, Fp8Dev *d)
+{
+    const long bh = t->B * t->H;
+    d->n = (size_t)bh * t->N * t->D;
+    Fp8Args *a = &d->a;
+    a->B = t->B, a->H = t->H, a->N = t->N, a->D = t->D, a->Npad = t->Npad, a->nqb = t->nqb, a->nkb = t->nkb;
+    a->causal = causal;
+    a->q = dupload_bytes(t->q, d->n, "Q (e4m3)");
+    a->k = dupload_bytes(t->k, d->n, "K (e4m3)");
+    a->vt = dupload_bytes(t->vt, (size_t)bh * t->D * t->Npad, "V^T (e4m3)");
+    a->sq = dupload(t->sq, (size_t)bh * t->nqb, DT_FP32, "Q's scales");
+    a->sk = dupload(t->sk, (size_t)bh * t->nkb, DT_FP32, "K's scales");
+    a->sv = dupload(t->sv, (size_t)bh, DT_FP32, "V's scales");
+    a->o = dmalloc(d->n * 2, "O (fp16)");
+}
+
+static void dev_free(Fp8Dev *d)
+{
+    dfree((void *)d->a.q); dfree((void *)d->a.k); dfree((void *)d->a.vt);
+    dfree((void *)d->a.sq); dfree((void *)d->a.sk); dfree((void *)d->a.sv); dfree(d->a.o);
+}
+
+/* One run on an output filled with NaN (an element the kernel forgets fails the check); 0 or -1. */
+static int dev_run(Fp8Dev *d, float *out)
+{
+    dpoison(d->a.o, d->n, DT_FP16);
+    if (fp8_launch(&d->a, NULL) != 0) return -1;
+    gpu_sync_check();
+    ddownload(out, d->a.o, d->n, DT_FP16);
+    return 0;
+}
+
+/* Kernel 15 on one problem: against float64 within twice naive FP8's error, twice bit-identical, and its
+ * distance to the CPU loop it transcribes (printed: the two differ in the order of fp32 sums and in ex2). */
+static void check_gpu_problem(long B, long H, long N, long D, int causal, Fp8Mode mode, int outliers, uint64_t seed)
+{
+    const size_t n = (size_t)B * H * N * D;
+    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O"),
+          *again = xmalloc(n * 4, "O again"), *nv = xmalloc(n * 4, "naive O"), *cpu = xmalloc(n * 4, "CPU loop's O");
+    double *ref = xmalloc(n * 8, "reference");
+    make_inputs(q, k, v, n, seed, outliers);
+    ref_attention(q, k, v, B * H, N, D, causal, ref);
+    Fp8Tensors t;
+    if (fp8_quantize(q, k, v, B, H, N, D, mode, &t) != 0) exit(EXIT_FAIL);
+    fp8_naive_cpu(&t, causal, nv);
+    fp8_flash_cpu(&t, causal, cpu);
+    double nmax, nrms;
+    err_of(nv, ref, n, &nmax, &nrms);
+    const double tol = tol_fp8(nmax);
+    Fp8Dev d;
+    dev_upload(&t, causal, &d);
+    char name[112], eb[128];
+    snprintf(name, sizeof name, "kernel15 fp8 %s%s B=%ld H=%ld N=%ld D=%ld%s", fp8_mode_name(mode), outliers ? " outliers" : "",
+             B, H, N, D, causal ? " causal" : "");
+    if (dev_run(&d, out) != 0) {
+        report(0, NULL, name, "the launch failed");
+    } else {
+        const Err e = compare(out, ref, n, tol, 0);
+        double cmax = 0;
+        for (size_t i = 0; i < n; i++) cmax = fmax(cmax, fabs((double)out[i] - cpu[i]));
+        report(e.n_bad == 0 && e.max_abs <= tol, &e, name, "%s; naive fp8 %.2e, tol %.2e; the CPU loop %.1e away",
+               fmt_err(&e, eb, sizeof eb), nmax, tol, cmax);
+        dev_run(&d, again);
+        snprintf(name + strlen(name), sizeof name - strlen(name), " rerun");
+        report(!memcmp(out, again, n * 4), NULL, name, "two runs bit-identical");
+    }
+    dev_free(&d);
+    fp8_free(&t);
+    tfree(q); tfree(k); tfree(v); tfree(out); tfree(again); tfree(nv); tfree(cpu); tfree(ref);
+}
+
+static void check_fwht_gpu(void)
+{
+    for (long D = 64; D <= 128; D *= 2) {
+        const long rows = 1031;
+        const size_t n = (size_t)rows * D;
+        float *x = xmalloc(n * 4, "rows"), *y = xmalloc(n * 4, "GPU rows");
+        Rng r;
+        rng_seed(&r, 4 + (uint64_t)D);
+        fill_normal(x, n, &r);
+        float *dx = dupload(x, n, DT_FP32, "rows");
+        const int rc = fwht_gpu(dx, rows, D, NULL);
+        gpu_sync_check();
+        ddownload(y, dx, n, DT_FP32);
+        double worst = 0;
+        for (long i = 0; i < rows; i++) fwht(x + i * D, D);
+        for (size_t i = 0; i < n; i++) worst = fabs((double)y[i] - x[i]) > worst || y[i] != y[i] ? fabs((double)y[i] - x[i]) : worst;
+        char name[48];
+        snprintf(name, sizeof name, "fp8/fwht-gpu D=%ld", D);
+        report(rc == 0 && worst < 1e-5, NULL, name, "%ld rows on the GPU against fwht on the CPU: max |diff| %.1e (tol 1e-5)",
+               rows, worst);
+        dfree(dx);
+        tfree(x); tfree(y);
+    }
+}
+
+static void fp8_gpu_checks(void)
+{
+    const char *why = fp8_unavailable();
+    if (why) { report_skip("kernel15", "%s", why); return; }
+    check_fwht_gpu();
+    static const long Ns[] = {1, 2, 17, 63, 64, 65, 257, 1000, 1025};
+    for (int di = 0; di < 2; di++)
+        for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++)
+            for (int causal = 0; causal < 2; causal++)
+                check_gpu_problem(1, 3, Ns[a], di ? 128 : 64, causal, FP8_BLOCK, 0, 6000 + (uint64_t)(Ns[a] * 4 + di * 2 + causal));
+    for (int di = 0; di < 2; di++)                        /* the other scalings, and outliers, at one shape */
+        for (int mi = 0; mi < 3; mi++)
+            check_gpu_problem(2, 2, 257, di ? 128 : 64, mi == 1, (Fp8Mode)mi, 1, 6100 + (uint64_t)(di * 3 + mi));
+}
+
+/* --- the benchmark: FlashAttention's shapes, kernel 15 against the best 16-bit kernel ----------------- */
+
+typedef struct { const Fp8Dev *d; } Fp8Ctx;
+static void run_fp8(void *ctx) { (void)fp8_launch(&((Fp8Ctx *)ctx)->d->a, NULL); }
+typedef struct { const FusedKernel *k; void *q, *kk, *v, *o; long B, H, N, D; int causal; } F16Ctx;
+static void run_f16(void *ctx)
+{
+    const F16Ctx *c = ctx;
+    (void)c->k->launch(c->q, c->kk, c->v, c->o, c->B, c->H, c->N, c->D, DT_FP16, c->causal, NULL);
+}
+
+static int fp8_bench(const Opts *o, FILE *csv)
+{
+    const FusedKernel *k16 = fused_kernel(14);
+    printf("step05 --dtype fp8 --bench%s: batch = 16384/N, heads = 2048/D, TFLOP/s = %s*B*H*N*N*D / time (median of %ld "
+           "runs, kernel 15 and kernel 14 in fp16 interleaved run by run)\ndevice: %s\n", o->causal ? " --causal" : "",
+           o->causal ? "2" : "4", o->repeat, gpu_describe());
+    double gms = -1;
+    const double c16 = gemm_ceiling_tflops(DT_FP16, 8192, (int)o->repeat, &gms);
+    printf("matrix-product ceiling: cuBLAS GEMM 8192^3, fp16 in, fp32 accumulate: %.1f TFLOP/s (the FP8 GEMM ceiling is "
+           "not measured by this program: cuBLAS's FP8 path is cublasLt's, not linked here)\n", c16);
+    if (csv) fprintf(csv, "ceiling,fp16,-1,cuBLAS GEMM,8192,0,0,0,%.6f,%.4f\n", gms, c16);
+    printf("%-5s %-6s %-16s %-16s %-8s\n", "D", "N", "kernel 15 fp8", "kernel 14 fp16", "fp8/fp16");
+    for (long D = 64; D <= 128; D *= 2)
+        for (long N = 512; N <= 16384; N *= 2) {
+            const long B = 16384 / N, H = 2048 / D;
+            const size_t n = (size_t)B * H * N * D;
+            float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
+            make_qkv(q, k, v, n, o->seed + (uint64_t)N);
+            Fp8Tensors t;
+            if (fp8_quantize(q, k, v, B, H, N, D, FP8_BLOCK, &t) != 0) return EXIT_FAIL;
+            Fp8Dev d;
+            dev_upload(&t, o->causal, &d);
+            fp8_free(&t);
+            F16Ctx f = {k16, dupload(q, n, DT_FP16, "Q"), dupload(k, n, DT_FP16, "K"), dupload(v, n, DT_FP16, "V"),
+                        dmalloc(n * 2, "O"), B, H, N, D, o->causal};
+            tfree(q); tfree(k); tfree(v);
+            Fp8Ctx c = {&d};
+            void (*const fns[2])(void *) = {run_fp8, run_f16};
+            void *const ctxs[2] = {&c, &f};
+            double ms[2];
+            const int ok = fp8_launch(&d.a, NULL) == 0 && (!k16 || k16->launch(f.q, f.kk, f.v, f.o, B, H, N, D, DT_FP16, o->causal, NULL) == 0);
+            gpu_sync_check();
+            if (ok) gpu_time_interleaved_ms(fns, ctxs, k16 ? 2 : 1, 3, (int)o->repeat, ms);
+            const double fl = 4.0 * B * H * (double)N * N * D / (o->causal ? 2 : 1);
+            const double t8 = ok ? fl / ms[0] / 1e9 : 0, t16 = ok && k16 ? fl / ms[1] / 1e9 : 0;
+            printf("%-5ld %-6ld %-16.1f %-16.1f %-8.2f\n", D, N, t8, t16, t16 > 0 ? t8 / t16 : 0);
+            if (csv && ok) {
+                fprintf(csv, "bench,fp8,15,kernel 15 fp8,%ld,%ld,%ld,%ld,%.6f,%.4f\n", B, H, N, D, ms[0], t8);
+                if (k16) fprintf(csv, "bench,fp16,14,kernel 14 fp16,%ld,%ld,%ld,%ld,%.6f,%.4f\n", B, H, N, D, ms[1], t16);
+            }
+            dev_free(&d);
+            dfree(f.q); dfree(f.kk); dfree(f.v); dfree(f.o);
+        }
+    return EXIT_OK;
+}
+
+/* make sanitize: kernel 15 once at N = 65 and 257, D = 64 and 128, causal and not; the FWHT kernel. */
+static int fp8_sanitize(void)
+{
+    const char *why = fp8_unavailable();
+    if (why) { printf("%s\n", why); return EXIT_OK; }
+    for (long D = 64; D <= 128; D *= 2)
+        for (long N = 65; N <= 257; N += 192)
+            for (int causal = 0; causal < 2; causal++) {
+                const size_t n = (size_t)2 * N * D;
+                float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O");
+                make_qkv(q, k, v, n, 11);
+                Fp8Tensors t;
+                if (fp8_quantize(q, k, v, 1, 2, N, D, FP8_BLOCK, &t) != 0) return EXIT_FAIL;
+                Fp8Dev d;
+                dev_upload(&t, causal, &d);
+                if (dev_run(&d, out) != 0) return EXIT_FAIL;
+                printf("ran kernel 15 fp8 N=%ld D=%ld%s\n", N, D, causal ? " causal" : "");
+                dev_free(&d);
+                fp8_free(&t);
+                tfree(q); tfree(k); tfree(v); tfree(out);
+            }
+    float *x = xmalloc(65 * 128 * 4, "rows");
+    Rng r;
+    rng_seed(&r, 12);
+    fill_normal(x, 65 * 128, &r);
+    float *dx = dupload(x, 65 * 128, DT_FP32, "rows");
+    for (long D = 64; D <= 128; D *= 2) {
+        if (fwht_gpu(dx, 65 * 128 / D, D, NULL) != 0) return EXIT_FAIL;
+        gpu_sync_check();
+        printf("ran fwht_gpu rows=%ld D=%ld\n", 65 * 128 / D, D);
+    }
+    dfree(dx);
+    tfree(x);
+    return EXIT_OK;
+}
+#endif
+
+/* ------------------------------------------------------------ ./step05 --dtype fp8 */
+
+void fp8_checks(void)
+{
+    fp8_cpu_checks();
+#ifdef HAVE_CUDA
+    if (gpu_available()) { fp8_gpu_checks(); return; }
+#endif
+    report_skip("kernel15", "no CUDA device (or no CUDA in this build): the FP8 kernel's checks need one; the CPU half ran");
+}
+
+#ifdef HAVE_CUDA
+/* The default run: one shape (--batch --heads --seq --dim), kernel 15 checked on sampled rows of every head
+ * against float64 (tolerance: twice naive FP8's error on the same rows), then timed against kernel 14 in fp16. */
+static int fp8_default(const Opts *o, FILE *csv)
+{
+    const long B = o->B, H = o->H, N = o->N, D = o->D, bh = B * H;
+    const size_t n = (size_t)bh * N * D;
+    printf("step05 --dtype fp8: kernel 15 (Q, K, V in e4m3, per-block scales) vs float64 and vs kernel 14 in fp16, "
+           "B=%ld H=%ld N=%ld D=%ld%s\ndevice: %s\n", B, H, N, D, o->causal ? ", causal" : "", gpu_describe());
+    const char *why = fp8_unavailable();
+    if (why) { printf("%s\n", why); return EXIT_SKIP; }
+    char desc[160];
+    fp8_describe(D, desc, sizeof desc);
+    printf("kernel 15: %s\n", desc);
+    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O");
+    make_qkv(q, k, v, n, o->seed);
+    Fp8Tensors t;
+    if (fp8_quantize(q, k, v, B, H, N, D, FP8_BLOCK, &t) != 0) return EXIT_FAIL;
+    Fp8Dev d;
+    dev_upload(&t, o->causal, &d);
+    if (dev_run(&d, out) != 0) return EXIT_FAIL;
+    enum { NR = 24 };                                         /* rows 0, 1, N/2, N-1 and 20 drawn from the seed */
+    long rows[NR];
+    Rng r;
+    rng_seed(&r, o->seed + 99);
+    for (int i = 0; i < NR; i++) rows[i] = i == 0 ? 0 : i == 1 ? (N > 1) : i == 2 ? N / 2 : i == 3 ? N - 1 : (long)(rng_uniform(&r) * N);
+    float *nv = xmalloc((size_t)bh * NR * D * 4, "naive rows"), *got = xmalloc((size_t)bh * NR * D * 4, "kernel rows");
+    double *ref = xmalloc((size_t)bh * NR * D * 8, "reference rows"), *scr = xmalloc((size_t)N * 8, "scratch");
+    naive_rows(&t, o->causal, rows, NR, nv);
+    for (long h = 0; h < bh; h++)
+        for (int i = 0; i < NR; i++) {
+            const size_t off = (size_t)h * N * D;
+            ref_attention_row(q + off, k + off, v + off, N, D, o->causal, rows[i], scr, ref + ((size_t)h * NR + i) * D);
+            memcpy(got + ((size_t)h * NR + i) * D, out + off + (size_t)rows[i] * D, (size_t)D * 4);
+        }
+    double nmax, nrms;
+    err_of(nv, ref, (size_t)bh * NR * D, &nmax, &nrms);
+    const double tol = tol_fp8(nmax);
+    const Err e = compare(got, ref, (size_t)bh * NR * D, tol, 0);
+    char eb[128];
+    const int ok = e.n_bad == 0 && e.max_abs <= tol;
+    printf("check (%d rows of each head against float64): %s; naive fp8 %.2e on the same rows, tol %.2e: %s\n", NR,
+           fmt_err(&e, eb, sizeof eb), nmax, tol, ok ? "ok" : "WRONG");
+    const FusedKernel *k16 = fused_kernel(14);
+    F16Ctx f = {k16, dupload(q, n, DT_FP16, "Q"), dupload(k, n, DT_FP16, "K"), dupload(v, n, DT_FP16, "V"), dmalloc(n * 2, "O"),
+                B, H, N, D, o->causal};
+    Fp8Ctx c = {&d};
+    void (*const fns[2])(void *) = {run_fp8, run_f16};
+    void *const ctxs[2] = {&c, &f};
+    double ms[2] = {0, 0};
+    const int have16 = k16 && !FUSED_UNAVAILABLE(k16) && k16->launch(f.q, f.kk, f.v, f.o, B, H, N, D, DT_FP16, o->causal, NULL) == 0;
+    gpu_sync_check();
+    gpu_time_interleaved_ms(fns, ctxs, have16 ? 2 : 1, 3, (int)o->repeat, ms);
+    const double fl = 4.0 * bh * (double)N * N * D / (o->causal ? 2 : 1);
+    printf("kernel 15 fp8: %.3f ms, %.1f TFLOP/s", ms[0], fl / ms[0] / 1e9);
+    if (have16) printf("; kernel 14 fp16: %.3f ms, %.1f TFLOP/s; fp8 is %.2fx", ms[1], fl / ms[1] / 1e9, ms[1] / ms[0]);
+    printf(" (median of %ld, interleaved)\n", o->repeat);
+    if (csv) {
+        fprintf(csv, "default,fp8,15,kernel 15 fp8,%ld,%ld,%ld,%ld,%.6f,%.4f\n", B, H, N, D, ms[0], fl / ms[0] / 1e9);
+        if (have16) fprintf(csv, "default,fp16,14,kernel 14 fp16,%ld,%ld,%ld,%ld,%.6f,%.4f\n", B, H, N, D, ms[1], fl / ms[1] / 1e9);
+    }
+    dfree(f.q); dfree(f.kk); dfree(f.v); dfree(f.o);
+    dev_free(&d);
+    fp8_free(&t);
+    tfree(q); tfree(k); tfree(v); tfree(out); tfree(nv); tfree(got); tfree(ref); tfree(scr);
+    return ok ? EXIT_OK : EXIT_FAIL;
+}
+#endif
+
+int fp8_main(const Opts *o, int bench, int errors, int sanitize)
+{
+    if (o->check) {
+        fp8_checks();
+        return report_finish();
+    }
+    if (errors) {                                             /* the CPU's table: no GPU needed */
+        FILE *csv = o->csv ? csv_open(o->csv, "inputs,N,D,causal,fp16_rms,fp16_max,tensor_rms,tensor_max,block_rms,"
+                                              "block_max,hadamard_rms,hadamard_max") : NULL;
+        error_table(2, 1024, 1, csv);
+        if (csv) fclose(csv);
+        return EXIT_OK;
+    }
+    if (!sanitize && !gpu_available())
+        printf("step05 --dtype fp8 runs kernel 15 on an H100 (sm_90a); this machine has no usable GPU. What runs here: "
+               "./step05 --dtype fp8 --errors (the error table) and --check (the CPU half).\n");
+    gpu_require();
+#ifdef HAVE_CUDA
+    if (sanitize) return fp8_sanitize();
+    FILE *csv = o->csv ? csv_open(o->csv, "mode,dtype,kernel,name,B,H,N,D,ms,tflops") : NULL;
+    const int rc = bench ? fp8_bench(o, csv) : fp8_default(o, csv);
+    if (csv) fclose(csv);
+    return rc;
+#else
+    (void)bench;
+    return EXIT_SKIP;
+#endif
+}

@@ -1,0 +1,93 @@
+/* fp8.h: step 05's --dtype fp8 (fp8.c): attention with Q, K, V stored in FP8 (e4m3), the ladder's last rung.
+ *
+ * The CPU half runs everywhere: e4m3 rounding written out, the Walsh-Hadamard rotation, the quantizers
+ * (one scale per tensor, or per block), the FP8 attention loop the kernel transcribes, the FP8 emulation
+ * of naive attention the check's tolerance comes from, and the error table. The GPU half (kernel15_fp8.cu)
+ * runs the same loop on the tensor cores. */
+#ifndef FP8_H
+#define FP8_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* e4m3 (OCP FP8 "E4M3FN"): 1 sign, 4 exponent bits (bias 7), 3 mantissa bits; no infinity; the largest
+ * finite value is 448 = 1.75 x 2^8, the smallest normal 2^-6, the smallest subnormal 2^-9. */
+#define FP8_MAX 448.0f
+/* Rounding to nearest, ties to even, saturating at +-448 (PTX's cvt.rn.satfinite.e4m3x2.f32); NaN stays NaN. */
+uint8_t fp8_from_float(float x);
+float fp8_to_float(uint8_t c);
+
+/* The fast Walsh-Hadamard transform of x[D] (D a power of two), scaled by 1/sqrt(D): an orthogonal
+ * rotation H (H = H^T, H H = I), so (q H)(k H)^T = q k^T: rotating Q and K leaves the scores as they are
+ * and spreads one large entry of a row over all D of them (FlashAttention-3's "incoherent processing"). */
+void fwht(float *x, long D);
+
+/* How the scales are chosen. Each scale is amax / 448 over its block, so the block's largest entry lands
+ * on e4m3's largest value and nothing saturates. */
+typedef enum { FP8_TENSOR = 0, FP8_BLOCK = 1, FP8_HADAMARD = 2 } Fp8Mode;
+const char *fp8_mode_name(Fp8Mode m);
+#define FP8_QBLOCK 64   /* Q rows per block scale: one consumer warpgroup's rows in the kernel */
+#define FP8_KBLOCK 128  /* K rows per block scale: one K tile (BC) */
+#define FP8_P_SHIFT 8   /* P is stored as e4m3(2^8 p): p in [0, 1] becomes [0, 256], under 448, and e4m3's
+                         * floor (2^-9 before values flush to 0) moves down to 2^-17 of the row's max */
+
+/* Q, K, V of [B, H, N, D] quantized. V is stored transposed, [B, H, D, Npad] (Npad = N rounded up to 32,
+ * the padding zero), with its keys permuted inside every 32 (fp8_key_perm): the layout the kernel's second
+ * product reads without moving a byte of P (fp8.c says why). Scales: sq [B*H][ceil(N/64)], sk
+ * [B*H][ceil(N/128)], sv [B*H] (V: one scale per head: a scale per key block would have to be applied
+ * inside P V, tile by tile, to a second accumulator). FP8_TENSOR fills each array with one value. */
+typedef struct {
+    long B, H, N, D, Npad, nqb, nkb;
+    Fp8Mode mode;
+    uint8_t *q, *k, *vt;
+    float *sq, *sk, *sv;
+} Fp8Tensors;
+
+/* Physical key (0..31) of logical key L (0..31) inside a chunk of 32: a bijection. */
+int fp8_key_perm(int L);
+/* Quantize (tracked host buffers); 0, or -1 after mem_oom_line's line. */
+int fp8_quantize(const float *q, const float *k, const float *v, long B, long H, long N, long D, Fp8Mode mode,
+                 Fp8Tensors *t);
+void fp8_free(Fp8Tensors *t);
+/* The attention loop kernel 15 transcribes, on the CPU: out [B, H, N, D] as the kernel's fp16 output. */
+void fp8_flash_cpu(const Fp8Tensors *t, int causal, float *out);
+/* Naive attention emulated in FP8 on the same quantized inputs: S in float64, P = softmax(S) stored in
+ * e4m3 (as 2^8 P), O = P V rounded to fp16. Its error against float64 is the FP8 yardstick: a kernel may
+ * be off by at most twice that (tol_fp8), as the 16-bit kernels by twice naive's error in 16 bits. */
+void fp8_naive_cpu(const Fp8Tensors *t, int causal, float *out);
+double tol_fp8(double naive_err);
+
+/* ./step05 --dtype fp8 [--check | --bench | --errors | --sanitize-shapes]. The checks: fp8_cpu_checks (the
+ * CPU half, anywhere) and, with a GPU, kernel 15's grid (fp8_checks does both, or says SKIP for the GPU's). */
+void fp8_cpu_checks(void);
+void fp8_checks(void);
+int fp8_main(const Opts *o, int bench, int errors, int sanitize);
+
+/* --- kernel15_fp8.cu: the GPU half ---------------------------------------------------------------- */
+typedef struct {
+    long B, H, N, D, Npad, nqb, nkb;
+    int causal;
+    const uint8_t *q, *k, *vt;  /* device, fp8_quantize's layouts */
+    const float *sq, *sk, *sv;  /* device */
+    void *o;                    /* device [B, H, N, D] fp16 */
+} Fp8Args;
+/* NULL when kernel 15 runs on this GPU (sm_90a), else one line why not. */
+const char *fp8_unavailable(void);
+/* Launch on stream s (a cudaStream_t); 0, or -1 after one line (D not 64 or 128, say). */
+int fp8_launch(const Fp8Args *a, void *s);
+void fp8_describe(long D, char *buf, size_t n);
+/* The device's own Walsh-Hadamard transform: x [rows, D] in place (float), D 64 or 128; 0 or -1. */
+int fwht_gpu(float *x, long rows, long D, void *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
