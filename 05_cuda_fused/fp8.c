@@ -514,6 +514,10 @@ typedef struct {
     size_t n;      /* elements of O */
 } Fp8Dev;
 
+/* The FP8 kernels, in id order; only: 0 for all, else one id. */
+static const Fp8Kernel *const fp8_kernels[] = {&fp8_kernel15, &fp8_kernel16};
+#define N_FP8_KERNELS ((int)(sizeof fp8_kernels / sizeof fp8_kernels[0]))
+
 static void dev_upload(const Fp8Tensors *t, int causal, Fp8Dev *d)
 {
     const long bh = t->B * t->H;
@@ -537,18 +541,20 @@ static void dev_free(Fp8Dev *d)
 }
 
 /* One run on an output filled with NaN (an element the kernel forgets fails the check); 0 or -1. */
-static int dev_run(Fp8Dev *d, float *out)
+static int dev_run(const Fp8Kernel *k, Fp8Dev *d, float *out)
 {
     dpoison(d->a.o, d->n, DT_FP16);
-    if (fp8_launch(&d->a, NULL) != 0) return -1;
+    if (k->launch(&d->a, NULL) != 0) return -1;
     gpu_sync_check();
     ddownload(out, d->a.o, d->n, DT_FP16);
     return 0;
 }
 
-/* Kernel 15 on one problem: against float64 within twice naive FP8's error, twice bit-identical, and its
- * distance to the CPU loop it transcribes (printed: the two differ in the order of fp32 sums and in ex2). */
-static void check_gpu_problem(long B, long H, long N, long D, int causal, Fp8Mode mode, int outliers, uint64_t seed)
+/* The FP8 kernels on one problem: against float64 within twice naive FP8's error, twice bit-identical, and
+ * their distance to the CPU loop they transcribe (printed, not checked: the two differ in the order of fp32
+ * sums and in ex2, and a p that lands on the other side of an e4m3 rounding boundary moves its weight by
+ * 2^-4, which on a causal row of few keys shows in the output). */
+static void check_gpu_problem(long only, long B, long H, long N, long D, int causal, Fp8Mode mode, int outliers, uint64_t seed)
 {
     const size_t n = (size_t)B * H * N * D;
     float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O"),
@@ -565,10 +571,13 @@ static void check_gpu_problem(long B, long H, long N, long D, int causal, Fp8Mod
     const double tol = tol_fp8(nmax);
     Fp8Dev d;
     dev_upload(&t, causal, &d);
+    for (int x = 0; x < N_FP8_KERNELS; x++) {
+    const Fp8Kernel *kn = fp8_kernels[x];
+    if (only && kn->id != only) continue;
     char name[112], eb[128];
-    snprintf(name, sizeof name, "kernel15 fp8 %s%s B=%ld H=%ld N=%ld D=%ld%s", fp8_mode_name(mode), outliers ? " outliers" : "",
-             B, H, N, D, causal ? " causal" : "");
-    if (dev_run(&d, out) != 0) {
+    snprintf(name, sizeof name, "kernel%d fp8 %s%s B=%ld H=%ld N=%ld D=%ld%s", kn->id, fp8_mode_name(mode),
+             outliers ? " outliers" : "", B, H, N, D, causal ? " causal" : "");
+    if (dev_run(kn, &d, out) != 0) {
         report(0, NULL, name, "the launch failed");
     } else {
         const Err e = compare(out, ref, n, tol, 0);
@@ -576,9 +585,10 @@ static void check_gpu_problem(long B, long H, long N, long D, int causal, Fp8Mod
         for (size_t i = 0; i < n; i++) cmax = fmax(cmax, fabs((double)out[i] - cpu[i]));
         report(e.n_bad == 0 && e.max_abs <= tol, &e, name, "%s; naive fp8 %.2e, tol %.2e; the CPU loop %.1e away",
                fmt_err(&e, eb, sizeof eb), nmax, tol, cmax);
-        dev_run(&d, again);
+        dev_run(kn, &d, again);
         snprintf(name + strlen(name), sizeof name - strlen(name), " rerun");
         report(!memcmp(out, again, n * 4), NULL, name, "two runs bit-identical");
+    }
     }
     dev_free(&d);
     fp8_free(&t);
@@ -610,7 +620,7 @@ static void check_fwht_gpu(void)
     }
 }
 
-static void fp8_gpu_checks(void)
+static void fp8_gpu_checks(long only)
 {
     const char *why = fp8_unavailable();
     if (why) { report_skip("kernel15", "%s", why); return; }
@@ -619,16 +629,16 @@ static void fp8_gpu_checks(void)
     for (int di = 0; di < 2; di++)
         for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++)
             for (int causal = 0; causal < 2; causal++)
-                check_gpu_problem(1, 3, Ns[a], di ? 128 : 64, causal, FP8_BLOCK, 0, 6000 + (uint64_t)(Ns[a] * 4 + di * 2 + causal));
+                check_gpu_problem(only, 1, 3, Ns[a], di ? 128 : 64, causal, FP8_BLOCK, 0, 6000 + (uint64_t)(Ns[a] * 4 + di * 2 + causal));
     for (int di = 0; di < 2; di++)                        /* the other scalings, and outliers, at one shape */
         for (int mi = 0; mi < 3; mi++)
-            check_gpu_problem(2, 2, 257, di ? 128 : 64, mi == 1, (Fp8Mode)mi, 1, 6100 + (uint64_t)(di * 3 + mi));
+            check_gpu_problem(only, 2, 2, 257, di ? 128 : 64, mi == 1, (Fp8Mode)mi, 1, 6100 + (uint64_t)(di * 3 + mi));
 }
 
-/* --- the benchmark: FlashAttention's shapes, kernel 15 against the best 16-bit kernel ----------------- */
+/* --- the benchmark: FlashAttention's shapes, the FP8 kernels against the best 16-bit kernel ------------ */
 
-typedef struct { const Fp8Dev *d; } Fp8Ctx;
-static void run_fp8(void *ctx) { (void)fp8_launch(&((Fp8Ctx *)ctx)->d->a, NULL); }
+typedef struct { const Fp8Kernel *k; const Fp8Dev *d; } Fp8Ctx;
+static void run_fp8(void *ctx) { const Fp8Ctx *c = ctx; (void)c->k->launch(&c->d->a, NULL); }
 typedef struct { const FusedKernel *k; void *q, *kk, *v, *o; long B, H, N, D; int causal; } F16Ctx;
 static void run_f16(void *ctx)
 {
@@ -636,54 +646,89 @@ static void run_f16(void *ctx)
     (void)c->k->launch(c->q, c->kk, c->v, c->o, c->B, c->H, c->N, c->D, DT_FP16, c->causal, NULL);
 }
 
+/* The selected FP8 kernels and kernel 14 in fp16 on one shape, interleaved; tf[0 .. nk) the FP8 kernels'
+ * TFLOP/s, tf[nk] kernel 14's (0 where one did not run). Q, K, V from seed; per-block scales. */
+static int time_shape(const Opts *o, long B, long H, long N, long D, const Fp8Kernel **ks, int nk, double *tf, double *ms)
+{
+    const size_t n = (size_t)B * H * N * D;
+    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
+    make_qkv(q, k, v, n, o->seed + (uint64_t)N);
+    Fp8Tensors t;
+    if (fp8_quantize(q, k, v, B, H, N, D, FP8_BLOCK, &t) != 0) return -1;
+    Fp8Dev d;
+    dev_upload(&t, o->causal, &d);
+    fp8_free(&t);
+    const FusedKernel *k16 = fused_kernel(14);
+    F16Ctx f = {k16, dupload(q, n, DT_FP16, "Q"), dupload(k, n, DT_FP16, "K"), dupload(v, n, DT_FP16, "V"), dmalloc(n * 2, "O"),
+                B, H, N, D, o->causal};
+    tfree(q); tfree(k); tfree(v);
+    Fp8Ctx c[4];
+    void (*fns[5])(void *);
+    void *ctxs[5];
+    int m = 0, ok = 1;
+    for (int x = 0; x < nk; x++) {
+        c[x].k = ks[x], c[x].d = &d;
+        fns[m] = run_fp8, ctxs[m++] = &c[x];
+        ok &= ks[x]->launch(&d.a, NULL) == 0;
+    }
+    const int have16 = k16 && !FUSED_UNAVAILABLE(k16) && k16->launch(f.q, f.kk, f.v, f.o, B, H, N, D, DT_FP16, o->causal, NULL) == 0;
+    if (have16) fns[m] = run_f16, ctxs[m++] = &f;
+    gpu_sync_check();
+    double t_ms[5] = {0, 0, 0, 0, 0};
+    if (ok) gpu_time_interleaved_ms((void (*const *)(void *))fns, (void *const *)ctxs, m, 3, (int)o->repeat, t_ms);
+    const double fl = 4.0 * B * H * (double)N * N * D / (o->causal ? 2 : 1);
+    for (int x = 0; x <= nk; x++) { tf[x] = 0; ms[x] = 0; }
+    for (int x = 0; x < nk && ok; x++) ms[x] = t_ms[x], tf[x] = fl / t_ms[x] / 1e9;
+    if (have16 && ok) ms[nk] = t_ms[m - 1], tf[nk] = fl / t_ms[m - 1] / 1e9;
+    dev_free(&d);
+    dfree(f.q); dfree(f.kk); dfree(f.v); dfree(f.o);
+    return ok ? 0 : -1;
+}
+
+static int select_kernels(long only, const Fp8Kernel **ks)
+{
+    int nk = 0;
+    for (int x = 0; x < N_FP8_KERNELS; x++)
+        if (!only || fp8_kernels[x]->id == only) ks[nk++] = fp8_kernels[x];
+    return nk;
+}
+
 static int fp8_bench(const Opts *o, FILE *csv)
 {
-    const FusedKernel *k16 = fused_kernel(14);
+    const Fp8Kernel *ks[4];
+    const int nk = select_kernels(o->kernel, ks);
     printf("step05 --dtype fp8 --bench%s: batch = 16384/N, heads = 2048/D, TFLOP/s = %s*B*H*N*N*D / time (median of %ld "
-           "runs, kernel 15 and kernel 14 in fp16 interleaved run by run)\ndevice: %s\n", o->causal ? " --causal" : "",
+           "runs, the kernels of a shape interleaved run by run)\ndevice: %s\n", o->causal ? " --causal" : "",
            o->causal ? "2" : "4", o->repeat, gpu_describe());
     double gms = -1;
     const double c16 = gemm_ceiling_tflops(DT_FP16, 8192, (int)o->repeat, &gms);
     printf("matrix-product ceiling: cuBLAS GEMM 8192^3, fp16 in, fp32 accumulate: %.1f TFLOP/s (the FP8 GEMM ceiling is "
            "not measured by this program: cuBLAS's FP8 path is cublasLt's, not linked here)\n", c16);
-    if (csv) fprintf(csv, "ceiling,fp16,-1,cuBLAS GEMM,8192,0,0,0,%.6f,%.4f\n", gms, c16);
-    printf("%-5s %-6s %-16s %-16s %-8s\n", "D", "N", "kernel 15 fp8", "kernel 14 fp16", "fp8/fp16");
+    if (csv) fprintf(csv, "ceiling,fp16,-1,cuBLAS GEMM,1,1,8192,8192,%.6f,%.4f\n", gms, c16);
+    printf("%-5s %-6s", "D", "N");
+    for (int x = 0; x < nk; x++) printf(" kernel %-2d fp8   ", ks[x]->id);
+    printf(" kernel 14 fp16   best fp8/fp16\n");
     for (long D = 64; D <= 128; D *= 2)
         for (long N = 512; N <= 16384; N *= 2) {
             const long B = 16384 / N, H = 2048 / D;
-            const size_t n = (size_t)B * H * N * D;
-            float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
-            make_qkv(q, k, v, n, o->seed + (uint64_t)N);
-            Fp8Tensors t;
-            if (fp8_quantize(q, k, v, B, H, N, D, FP8_BLOCK, &t) != 0) return EXIT_FAIL;
-            Fp8Dev d;
-            dev_upload(&t, o->causal, &d);
-            fp8_free(&t);
-            F16Ctx f = {k16, dupload(q, n, DT_FP16, "Q"), dupload(k, n, DT_FP16, "K"), dupload(v, n, DT_FP16, "V"),
-                        dmalloc(n * 2, "O"), B, H, N, D, o->causal};
-            tfree(q); tfree(k); tfree(v);
-            Fp8Ctx c = {&d};
-            void (*const fns[2])(void *) = {run_fp8, run_f16};
-            void *const ctxs[2] = {&c, &f};
-            double ms[2];
-            const int ok = fp8_launch(&d.a, NULL) == 0 && (!k16 || k16->launch(f.q, f.kk, f.v, f.o, B, H, N, D, DT_FP16, o->causal, NULL) == 0);
-            gpu_sync_check();
-            if (ok) gpu_time_interleaved_ms(fns, ctxs, k16 ? 2 : 1, 3, (int)o->repeat, ms);
-            const double fl = 4.0 * B * H * (double)N * N * D / (o->causal ? 2 : 1);
-            const double t8 = ok ? fl / ms[0] / 1e9 : 0, t16 = ok && k16 ? fl / ms[1] / 1e9 : 0;
-            printf("%-5ld %-6ld %-16.1f %-16.1f %-8.2f\n", D, N, t8, t16, t16 > 0 ? t8 / t16 : 0);
-            if (csv && ok) {
-                fprintf(csv, "bench,fp8,15,kernel 15 fp8,%ld,%ld,%ld,%ld,%.6f,%.4f\n", B, H, N, D, ms[0], t8);
-                if (k16) fprintf(csv, "bench,fp16,14,kernel 14 fp16,%ld,%ld,%ld,%ld,%.6f,%.4f\n", B, H, N, D, ms[1], t16);
+            double tf[5], ms[5];
+            if (time_shape(o, B, H, N, D, ks, nk, tf, ms) != 0) return EXIT_FAIL;
+            double best = 0;
+            printf("%-5ld %-6ld", D, N);
+            for (int x = 0; x < nk; x++) { printf(" %-16.1f", tf[x]); best = tf[x] > best ? tf[x] : best; }
+            printf(" %-16.1f %.2f\n", tf[nk], tf[nk] > 0 ? best / tf[nk] : 0);
+            if (csv) {
+                for (int x = 0; x < nk; x++)
+                    fprintf(csv, "bench,fp8,%d,kernel %d %s,%ld,%ld,%ld,%ld,%.6f,%.4f\n", ks[x]->id, ks[x]->id, ks[x]->name, B,
+                            H, N, D, ms[x], tf[x]);
+                fprintf(csv, "bench,fp16,14,kernel 14 fp16,%ld,%ld,%ld,%ld,%.6f,%.4f\n", B, H, N, D, ms[nk], tf[nk]);
             }
-            dev_free(&d);
-            dfree(f.q); dfree(f.kk); dfree(f.v); dfree(f.o);
         }
     return EXIT_OK;
 }
 
-/* make sanitize: kernel 15 once at N = 65 and 257, D = 64 and 128, causal and not; the FWHT kernel. */
-static int fp8_sanitize(void)
+/* make sanitize: each FP8 kernel once at N = 65 and 257, D = 64 and 128, causal and not; the FWHT kernel. */
+static int fp8_sanitize(long only)
 {
     const char *why = fp8_unavailable();
     if (why) { printf("%s\n", why); return EXIT_OK; }
@@ -697,8 +742,11 @@ static int fp8_sanitize(void)
                 if (fp8_quantize(q, k, v, 1, 2, N, D, FP8_BLOCK, &t) != 0) return EXIT_FAIL;
                 Fp8Dev d;
                 dev_upload(&t, causal, &d);
-                if (dev_run(&d, out) != 0) return EXIT_FAIL;
-                printf("ran kernel 15 fp8 N=%ld D=%ld%s\n", N, D, causal ? " causal" : "");
+                for (int x = 0; x < N_FP8_KERNELS; x++) {
+                    if (only && fp8_kernels[x]->id != only) continue;
+                    if (dev_run(fp8_kernels[x], &d, out) != 0) return EXIT_FAIL;
+                    printf("ran kernel %d fp8 N=%ld D=%ld%s\n", fp8_kernels[x]->id, N, D, causal ? " causal" : "");
+                }
                 dev_free(&d);
                 fp8_free(&t);
                 tfree(q); tfree(k); tfree(v); tfree(out);
@@ -721,36 +769,35 @@ static int fp8_sanitize(void)
 
 /* ------------------------------------------------------------ ./step05 --dtype fp8 */
 
-void fp8_checks(void)
+void fp8_checks(long only)
 {
     fp8_cpu_checks();
 #ifdef HAVE_CUDA
-    if (gpu_available()) { fp8_gpu_checks(); return; }
+    if (gpu_available()) { fp8_gpu_checks(only); return; }
+#else
+    (void)only;
 #endif
-    report_skip("kernel15", "no CUDA device (or no CUDA in this build): the FP8 kernel's checks need one; the CPU half ran");
+    report_skip("kernel15-16", "no CUDA device (or no CUDA in this build): the FP8 kernels' checks need one; the CPU half ran");
 }
 
 #ifdef HAVE_CUDA
-/* The default run: one shape (--batch --heads --seq --dim), kernel 15 checked on sampled rows of every head
- * against float64 (tolerance: twice naive FP8's error on the same rows), then timed against kernel 14 in fp16. */
+/* The default run: one shape (--batch --heads --seq --dim), each FP8 kernel checked on sampled rows of every
+ * head against float64 (tolerance: twice naive FP8's error on the same rows), then all timed, interleaved, beside
+ * kernel 14 in fp16. */
 static int fp8_default(const Opts *o, FILE *csv)
 {
     const long B = o->B, H = o->H, N = o->N, D = o->D, bh = B * H;
     const size_t n = (size_t)bh * N * D;
-    printf("step05 --dtype fp8: kernel 15 (Q, K, V in e4m3, per-block scales) vs float64 and vs kernel 14 in fp16, "
+    printf("step05 --dtype fp8: the FP8 kernels (Q, K, V in e4m3, per-block scales) vs float64 and vs kernel 14 in fp16, "
            "B=%ld H=%ld N=%ld D=%ld%s\ndevice: %s\n", B, H, N, D, o->causal ? ", causal" : "", gpu_describe());
     const char *why = fp8_unavailable();
     if (why) { printf("%s\n", why); return EXIT_SKIP; }
-    char desc[160];
-    fp8_describe(D, desc, sizeof desc);
-    printf("kernel 15: %s\n", desc);
+    const Fp8Kernel *ks[4];
+    const int nk = select_kernels(o->kernel, ks);
     float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O");
     make_qkv(q, k, v, n, o->seed);
     Fp8Tensors t;
     if (fp8_quantize(q, k, v, B, H, N, D, FP8_BLOCK, &t) != 0) return EXIT_FAIL;
-    Fp8Dev d;
-    dev_upload(&t, o->causal, &d);
-    if (dev_run(&d, out) != 0) return EXIT_FAIL;
     enum { NR = 24 };                                         /* rows 0, 1, N/2, N-1 and 20 drawn from the seed */
     long rows[NR];
     Rng r;
@@ -763,38 +810,43 @@ static int fp8_default(const Opts *o, FILE *csv)
         for (int i = 0; i < NR; i++) {
             const size_t off = (size_t)h * N * D;
             ref_attention_row(q + off, k + off, v + off, N, D, o->causal, rows[i], scr, ref + ((size_t)h * NR + i) * D);
-            memcpy(got + ((size_t)h * NR + i) * D, out + off + (size_t)rows[i] * D, (size_t)D * 4);
         }
     double nmax, nrms;
     err_of(nv, ref, (size_t)bh * NR * D, &nmax, &nrms);
     const double tol = tol_fp8(nmax);
-    const Err e = compare(got, ref, (size_t)bh * NR * D, tol, 0);
-    char eb[128];
-    const int ok = e.n_bad == 0 && e.max_abs <= tol;
-    printf("check (%d rows of each head against float64): %s; naive fp8 %.2e on the same rows, tol %.2e: %s\n", NR,
-           fmt_err(&e, eb, sizeof eb), nmax, tol, ok ? "ok" : "WRONG");
-    const FusedKernel *k16 = fused_kernel(14);
-    F16Ctx f = {k16, dupload(q, n, DT_FP16, "Q"), dupload(k, n, DT_FP16, "K"), dupload(v, n, DT_FP16, "V"), dmalloc(n * 2, "O"),
-                B, H, N, D, o->causal};
-    Fp8Ctx c = {&d};
-    void (*const fns[2])(void *) = {run_fp8, run_f16};
-    void *const ctxs[2] = {&c, &f};
-    double ms[2] = {0, 0};
-    const int have16 = k16 && !FUSED_UNAVAILABLE(k16) && k16->launch(f.q, f.kk, f.v, f.o, B, H, N, D, DT_FP16, o->causal, NULL) == 0;
-    gpu_sync_check();
-    gpu_time_interleaved_ms(fns, ctxs, have16 ? 2 : 1, 3, (int)o->repeat, ms);
-    const double fl = 4.0 * bh * (double)N * N * D / (o->causal ? 2 : 1);
-    printf("kernel 15 fp8: %.3f ms, %.1f TFLOP/s", ms[0], fl / ms[0] / 1e9);
-    if (have16) printf("; kernel 14 fp16: %.3f ms, %.1f TFLOP/s; fp8 is %.2fx", ms[1], fl / ms[1] / 1e9, ms[1] / ms[0]);
-    printf(" (median of %ld, interleaved)\n", o->repeat);
-    if (csv) {
-        fprintf(csv, "default,fp8,15,kernel 15 fp8,%ld,%ld,%ld,%ld,%.6f,%.4f\n", B, H, N, D, ms[0], fl / ms[0] / 1e9);
-        if (have16) fprintf(csv, "default,fp16,14,kernel 14 fp16,%ld,%ld,%ld,%ld,%.6f,%.4f\n", B, H, N, D, ms[1], fl / ms[1] / 1e9);
+    Fp8Dev d;
+    dev_upload(&t, o->causal, &d);
+    int ok = 1;
+    for (int x = 0; x < nk; x++) {
+        char desc[200], eb[128];
+        ks[x]->describe(D, desc, sizeof desc);
+        if (dev_run(ks[x], &d, out) != 0) return EXIT_FAIL;
+        for (long h = 0; h < bh; h++)
+            for (int i = 0; i < NR; i++)
+                memcpy(got + ((size_t)h * NR + i) * D, out + (size_t)h * N * D + (size_t)rows[i] * D, (size_t)D * 4);
+        const Err e = compare(got, ref, (size_t)bh * NR * D, tol, 0);
+        const int good = e.n_bad == 0 && e.max_abs <= tol;
+        ok &= good;
+        printf("kernel %d (%s): %s\n  check (%d rows of each head against float64): %s; naive fp8 %.2e on the same rows, "
+               "tol %.2e: %s\n", ks[x]->id, ks[x]->name, desc, NR, fmt_err(&e, eb, sizeof eb), nmax, tol, good ? "ok" : "WRONG");
     }
-    dfree(f.q); dfree(f.kk); dfree(f.v); dfree(f.o);
     dev_free(&d);
     fp8_free(&t);
     tfree(q); tfree(k); tfree(v); tfree(out); tfree(nv); tfree(got); tfree(ref); tfree(scr);
+    double tf[5], ms[5];
+    if (time_shape(o, B, H, N, D, ks, nk, tf, ms) != 0) return EXIT_FAIL;
+    for (int x = 0; x < nk; x++) {
+        printf("kernel %d fp8: %.3f ms, %.1f TFLOP/s", ks[x]->id, ms[x], tf[x]);
+        if (tf[nk] > 0) printf(" (%.2fx kernel 14 in fp16)", tf[x] / tf[nk]);
+        printf("\n");
+        if (csv) fprintf(csv, "default,fp8,%d,kernel %d %s,%ld,%ld,%ld,%ld,%.6f,%.4f\n", ks[x]->id, ks[x]->id, ks[x]->name, B, H, N, D,
+                         ms[x], tf[x]);
+    }
+    if (tf[nk] > 0) {
+        printf("kernel 14 fp16: %.3f ms, %.1f TFLOP/s (median of %ld, interleaved; time_shape's inputs are made from "
+               "--seed + N)\n", ms[nk], tf[nk], o->repeat);
+        if (csv) fprintf(csv, "default,fp16,14,kernel 14 fp16,%ld,%ld,%ld,%ld,%.6f,%.4f\n", B, H, N, D, ms[nk], tf[nk]);
+    }
     return ok ? EXIT_OK : EXIT_FAIL;
 }
 #endif
@@ -802,7 +854,7 @@ static int fp8_default(const Opts *o, FILE *csv)
 int fp8_main(const Opts *o, int bench, int errors, int sanitize)
 {
     if (o->check) {
-        fp8_checks();
+        fp8_checks(o->kernel);
         return report_finish();
     }
     if (errors) {                                             /* the CPU's table: no GPU needed */
@@ -817,7 +869,7 @@ int fp8_main(const Opts *o, int bench, int errors, int sanitize)
                "./step05 --dtype fp8 --errors (the error table) and --check (the CPU half).\n");
     gpu_require();
 #ifdef HAVE_CUDA
-    if (sanitize) return fp8_sanitize();
+    if (sanitize) return fp8_sanitize(o->kernel);
     FILE *csv = o->csv ? csv_open(o->csv, "mode,dtype,kernel,name,B,H,N,D,ms,tflops") : NULL;
     const int rc = bench ? fp8_bench(o, csv) : fp8_default(o, csv);
     if (csv) fclose(csv);

@@ -3,7 +3,7 @@
  * The CPU half runs everywhere: e4m3 rounding written out, the Walsh-Hadamard rotation, the quantizers
  * (one scale per tensor, or per block), the FP8 attention loop the kernel transcribes, the FP8 emulation
  * of naive attention the check's tolerance comes from, and the error table. The GPU half (kernel15_fp8.cu)
- * runs the same loop on the tensor cores. */
+ * runs the same loop on the tensor cores, and kernel 16 (kernel16_fp8_pingpong.cu) runs it on kernel 14's schedule. */
 #ifndef FP8_H
 #define FP8_H
 
@@ -67,7 +67,7 @@ double tol_fp8(double naive_err);
 /* ./step05 --dtype fp8 [--check | --bench | --errors | --sanitize-shapes]. The checks: fp8_cpu_checks (the
  * CPU half, anywhere) and, with a GPU, kernel 15's grid (fp8_checks does both, or says SKIP for the GPU's). */
 void fp8_cpu_checks(void);
-void fp8_checks(void);
+void fp8_checks(long only); /* only: 15, 16, or 0 for both */
 int fp8_main(const Opts *o, int bench, int errors, int sanitize);
 
 /* --- kernel15_fp8.cu: the GPU half ---------------------------------------------------------------- */
@@ -78,11 +78,17 @@ typedef struct {
     const float *sq, *sk, *sv;  /* device */
     void *o;                    /* device [B, H, N, D] fp16 */
 } Fp8Args;
-/* NULL when kernel 15 runs on this GPU (sm_90a), else one line why not. */
+/* NULL when the FP8 kernels run on this GPU (sm_90a), else one line why not. */
 const char *fp8_unavailable(void);
-/* Launch on stream s (a cudaStream_t); 0, or -1 after one line (D not 64 or 128, say). */
-int fp8_launch(const Fp8Args *a, void *s);
-void fp8_describe(long D, char *buf, size_t n);
+/* An FP8 kernel (kernel15_fp8.cu, kernel16_fp8_pingpong.cu): launch on stream s (a cudaStream_t), 0 or -1 after
+ * one line (D not 64 or 128, say); describe: its tiles and warpgroups at D. */
+typedef struct {
+    int id;
+    const char *name;
+    int (*launch)(const Fp8Args *a, void *s);
+    void (*describe)(long D, char *buf, size_t n);
+} Fp8Kernel;
+extern const Fp8Kernel fp8_kernel15, fp8_kernel16;
 /* The device's own Walsh-Hadamard transform: x [rows, D] in place (float), D 64 or 128; 0 or -1. */
 int fwht_gpu(float *x, long rows, long D, void *s);
 

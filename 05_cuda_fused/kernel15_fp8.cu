@@ -34,10 +34,8 @@
 #include "gpu.cuh"
 #include "tc.cuh"
 #include "tile_order.cuh"
+#include "tma_map.cuh"
 #include "wgmma.cuh"
-
-#include <cuda.h>
-#include <cudaTypedefs.h>
 
 // --- the kernel ------------------------------------------------------------------
 
@@ -261,33 +259,6 @@ __global__ void fwht_kernel(float *x, long rows, int D)
 
 // --- the launcher -------------------------------------------------------------------
 
-/* A tensor map of bytes [BH][rows][cols] with a box of box_cols x box_rows and the given swizzle. */
-static int fp8_map(CUtensorMap *map, const void *base, long BH, long rows, long cols, int box_cols, int box_rows,
-                   CUtensorMapSwizzle swz)
-{
-    static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
-    if (!encode) {
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000, cudaEnableDefault, &q) !=
-                cudaSuccess || q != cudaDriverEntryPointSuccess || !encode) {
-            fprintf(stderr, "%s: kernel 15: the driver has no cuTensorMapEncodeTiled\n", g_prog);
-            encode = NULL;
-            return -1;
-        }
-    }
-    const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)rows, (cuuint64_t)BH};
-    const cuuint64_t strides[2] = {(cuuint64_t)cols, (cuuint64_t)(rows * cols)};
-    const cuuint32_t box[3] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows, 1}, one[3] = {1, 1, 1};
-    const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void *>(base), dims, strides, box, one,
-                              CU_TENSOR_MAP_INTERLEAVE_NONE, swz, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "%s: kernel 15: cuTensorMapEncodeTiled failed (CUresult %d)\n", g_prog, (int)r);
-        return -1;
-    }
-    return 0;
-}
-
 template <int D> static int launch_d(const Fp8Args *a, cudaStream_t s)
 {
     using C = K15<D>;
@@ -296,8 +267,8 @@ template <int D> static int launch_d(const Fp8Args *a, cudaStream_t s)
     static long cBH = -1, cN = -1;
     const long BH = a->B * a->H;
     if (a->k != ck || a->vt != cv || BH != cBH || a->N != cN) {
-        if (fp8_map(&mk, a->k, BH, a->N, D, D, C::BC, D == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B) ||
-            fp8_map(&mv, a->vt, BH, D, a->Npad, C::BC, D, CU_TENSOR_MAP_SWIZZLE_128B)) {
+        if (tma_map_bytes(&mk, a->k, BH, a->N, D, D, C::BC, D == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, "kernel 15") ||
+            tma_map_bytes(&mv, a->vt, BH, D, a->Npad, C::BC, D, CU_TENSOR_MAP_SWIZZLE_128B, "kernel 15")) {
             ck = cv = nullptr;
             return -1;
         }
@@ -318,7 +289,7 @@ template <int D> static int launch_d(const Fp8Args *a, cudaStream_t s)
 
 extern "C" const char *fp8_unavailable(void) { return wgmma_unavailable(); }
 
-extern "C" int fp8_launch(const Fp8Args *a, void *stream)
+static int k15_launch(const Fp8Args *a, void *stream)
 {
     if (wgmma_refused()) return -1;
     if (a->D == 64) return launch_d<64>(a, (cudaStream_t)stream);
@@ -327,12 +298,14 @@ extern "C" int fp8_launch(const Fp8Args *a, void *stream)
     return -1;
 }
 
-extern "C" void fp8_describe(long D, char *buf, size_t n)
+static void k15_describe(long D, char *buf, size_t n)
 {
     const int nwg = D == 64 ? K15<64>::NWG : K15<128>::NWG;
     snprintf(buf, n, "1 producer + %d consumer warpgroups, BR=%d BC=%d, e4m3 wgmma k=32, %zu bytes of shared memory", nwg,
              64 * nwg, K15<64>::BC, D == 64 ? K15<64>::bytes : K15<128>::bytes);
 }
+
+extern "C" const Fp8Kernel fp8_kernel15 = {15, "fp8", k15_launch, k15_describe};
 
 extern "C" int fwht_gpu(float *x, long rows, long D, void *stream)
 {

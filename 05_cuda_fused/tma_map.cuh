@@ -1,5 +1,5 @@
 /*
- * tma_map.cuh: the host side of Hopper's copy engine for kernels 11 to 14
+ * tma_map.cuh: the host side of Hopper's copy engine for kernels 11 to 16
  * and backward kernels 5-6: K or V (or Q and dO) as a tensor map the TMA reads boxes of (wgmma.cuh has the device
  * side: tma_load_3d and the mbarriers).
  *
@@ -19,6 +19,42 @@
 #include <cudaTypedefs.h>
 
 #include "gpu.cuh"
+
+/* The driver's cuTensorMapEncodeTiled, looked up once; NULL after one line naming who asked. */
+static inline PFN_cuTensorMapEncodeTiled_v12000 tma_encoder(const char *who)
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
+    if (!encode) {
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000, cudaEnableDefault, &q) !=
+                cudaSuccess ||
+            q != cudaDriverEntryPointSuccess || !encode) {
+            fprintf(stderr, "%s: %s: the driver has no cuTensorMapEncodeTiled\n", g_prog, who);
+            encode = NULL;
+        }
+    }
+    return encode;
+}
+
+/* Bytes [BH][rows][cols] (the FP8 kernels' K and V^T) as a tensor map with a box of box_cols x box_rows and the
+ * given swizzle; 0, or -1 after one line. */
+static inline int tma_map_bytes(CUtensorMap *map, const void *base, long BH, long rows, long cols, int box_cols, int box_rows,
+                                CUtensorMapSwizzle swz, const char *who)
+{
+    PFN_cuTensorMapEncodeTiled_v12000 encode = tma_encoder(who);
+    if (!encode) return -1;
+    const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)rows, (cuuint64_t)BH};
+    const cuuint64_t strides[2] = {(cuuint64_t)cols, (cuuint64_t)(rows * cols)};
+    const cuuint32_t box[3] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows, 1}, one[3] = {1, 1, 1};
+    const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void *>(base), dims, strides, box, one,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, swz, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "%s: %s: cuTensorMapEncodeTiled failed (CUresult %d)\n", g_prog, who, (int)r);
+        return -1;
+    }
+    return 0;
+}
 
 /* K and V (the backward: also Q and dO, as .k and .v), [B*H][N][D] in dtype, as two tensor maps. The last pair made is
  * kept (per kernel and D: each caller has its own static KvMaps): the bench
@@ -43,17 +79,8 @@ struct KvMaps {
 
     static int make(CUtensorMap *map, const void *base, long BH, long N, long D, int box_rows, int dtype, const char *who)
     {
-        static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
-        if (!encode) {
-            cudaDriverEntryPointQueryResult q;
-            if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000, cudaEnableDefault, &q) !=
-                    cudaSuccess ||
-                q != cudaDriverEntryPointSuccess || !encode) {
-                fprintf(stderr, "%s: %s: the driver has no cuTensorMapEncodeTiled\n", g_prog, who);
-                encode = NULL;
-                return -1;
-            }
-        }
+        PFN_cuTensorMapEncodeTiled_v12000 encode = tma_encoder(who);
+        if (!encode) return -1;
         const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)N, (cuuint64_t)BH};
         const cuuint64_t strides[2] = {(cuuint64_t)D * 2, (cuuint64_t)N * D * 2}; /* bytes, dims 1 and 2 */
         const cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1}, one[3] = {1, 1, 1};

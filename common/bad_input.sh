@@ -98,7 +98,7 @@ bad step05 "kv-heads without decode" --kv-heads 4
 bad step05 "decode with backward"  --decode --backward
 bad step05 "fp8: D 32"             --dtype fp8 --dim 32
 bad step05 "fp8 with backward"     --dtype fp8 --backward
-bad step05 "fp8 with a kernel"     --dtype fp8 --kernel 12
+bad step05 "fp8 with kernel 12"    --dtype fp8 --kernel 12
 bad step05 "errors without fp8"    --errors
 bad step05 "dtype fp9"             --dtype fp9
 bad step06 "bad mask"           --mask sideways

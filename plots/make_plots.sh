@@ -19,6 +19,12 @@ $py plots/online_state.py results/state.csv results/online_state.png
 $py plots/causal.py results/step06_cpu.csv results/causal_cpu.png
 $py plots/loss_curves.py results/train.csv results/loss_curves.png
 $py plots/break_trace.py results/break_trace.png results/trace_fp16.csv results/trace_fp32.csv
+./step05 --dtype fp8 --errors --csv results/fp8_errors.csv >/dev/null   # the CPU's FP8 error table (15 s)
+fp8bench=""
+if ./step05 --dtype fp8 --seq 64 --repeat 1 >/dev/null 2>&1; then   # an FP8 kernel runs here (H100)
+    ./step05 --dtype fp8 --bench --csv results/fp8_bench.csv >/dev/null && fp8bench=results/fp8_bench.csv
+fi
+$py plots/fp8.py results/fp8_errors.csv results/fp8.png $fp8bench
 if ./step05 --help >/dev/null 2>&1 && ./step05 --kernel 1 --seq 64 --repeat 1 >/dev/null 2>&1; then
     ./step02 --device gpu --csv results/step02_gpu.csv >/dev/null
     ./step05 --bench --dtype fp16 --csv results/bench_fp16.csv >/dev/null
