@@ -54,7 +54,7 @@ ifneq ($(HAVE_NVCC),)
   CFLAGS   += -DHAVE_CUDA=1
   GPU_OBJ  := $(BUILD)/common/gpu.o
   LINK     := $(NVCC) $(GENCODE)
-  LDLIBS   += -lcublas
+  LDLIBS   += -lcublas -lcublasLt
   CUDA_MSG := nvcc $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), CUDA_ARCH=$(CUDA_ARCH) ($(ARCH_WHY))
 else
   GPU_OBJ  := $(BUILD)/common/nogpu.o

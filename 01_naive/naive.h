@@ -54,6 +54,8 @@ double naive_gpu_error(long B, long H, long N, long D, int dtype, int causal, ui
  * cuBLAS GEMM n x n x n, fp32 accumulate (no TF32), random inputs, median of
  * repeat runs after two warm-ups; *ms_out gets the time. -1 if it does not fit. */
 double gemm_ceiling_tflops(int dtype, long n, int repeat, double *ms_out);
+/* The same for e4m3 inputs on cublasLt (fp32 accumulation, fast accumulation on, fp16 out): step 05's FP8 ceiling. */
+double gemm_ceiling_fp8_tflops(long n, int repeat, double *ms_out);
 
 /* The step's GPU run and its checks. */
 int naive_gpu_main(const Opts *o);

@@ -13,7 +13,9 @@
  * S and P come from the tracked device allocator, so step 02 reads exactly
  * what they cost: 2*B*H*N*N*sizeof(dtype) bytes.
  */
+#include <cublasLt.h>
 #include <cublas_v2.h>
+#include <cuda_fp8.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -225,6 +227,76 @@ extern "C" double gemm_ceiling_tflops(int dtype, long n, int repeat, double *ms_
     dfree(a), dfree(b), dfree(c);
     if (ms_out) *ms_out = ms;
     return 2.0 * n * n * n / ms / 1e9;
+}
+
+/* The FP8 ceiling (step 05's --dtype fp8 --bench): an n x n x n product of e4m3 matrices on cublasLt, fp32
+ * accumulation, fp16 out; cuBLAS reaches FP8 only through cublasLt, which wants both operands with k along
+ * the row ("TN"). Fast accumulation on, as wgmma's own in the FP8 kernels (cuBLAS's default promotes the
+ * partial sums to fp32 every so often, on the CUDA cores). -1 if it does not fit or cublasLt has no algorithm. */
+__global__ void fill_hash_e4m3(uint8_t *x, size_t n, uint32_t seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
+        x[i] = __nv_cvt_float_to_fp8((float)h * (2.0f / 4294967296.0f) - 1.0f, __NV_SATFINITE, __NV_E4M3);
+    }
+}
+
+typedef struct {
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulHeuristicResult_t algo;
+    const void *a, *b;
+    void *c, *ws;
+    size_t ws_bytes;
+} LtCtx;
+static void lt_run(void *p)
+{
+    const LtCtx *g = (const LtCtx *)p;
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(g->lt, g->op, &one, g->a, g->la, g->b, g->lb, &zero, g->c, g->lc, g->c, g->lc, &g->algo.algo,
+                                g->ws, g->ws_bytes, 0));
+}
+
+extern "C" double gemm_ceiling_fp8_tflops(long n, int repeat, double *ms_out)
+{
+    const size_t elems = (size_t)n * (size_t)n, ws_bytes = (size_t)32 << 20;
+    void *a = dmalloc_try(elems), *b = a ? dmalloc_try(elems) : NULL, *c = b ? dmalloc_try(elems * 2) : NULL,
+         *ws = c ? dmalloc_try(ws_bytes) : NULL;
+    if (!ws) {
+        dfree(a), dfree(b), dfree(c);
+        return -1;
+    }
+    fill_hash_e4m3<<<1024, 256>>>((uint8_t *)a, elems, 17u);
+    fill_hash_e4m3<<<1024, 256>>>((uint8_t *)b, elems, 18u);
+    CUDA_CHECK_LAST();
+    LtCtx g;
+    g.a = a, g.b = b, g.c = c, g.ws = ws, g.ws_bytes = ws_bytes;
+    CUBLAS_CHECK(cublasLtCreate(&g.lt));
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&g.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const int8_t fast = 1;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g.la, CUDA_R_8F_E4M3, (uint64_t)n, (uint64_t)n, n));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g.lb, CUDA_R_8F_E4M3, (uint64_t)n, (uint64_t)n, n));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g.lc, CUDA_R_16F, (uint64_t)n, (uint64_t)n, n));
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g.lt, g.op, g.la, g.lb, g.lc, g.lc, pref, 1, &g.algo, &found);
+    double ms = -1;
+    if (st == CUBLAS_STATUS_SUCCESS && found > 0) ms = gpu_time_median_ms(lt_run, &g, 2, repeat);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(g.la), cublasLtMatrixLayoutDestroy(g.lb), cublasLtMatrixLayoutDestroy(g.lc);
+    cublasLtMatmulDescDestroy(g.op);
+    cublasLtDestroy(g.lt);
+    dfree(a), dfree(b), dfree(c), dfree(ws);
+    if (ms_out) *ms_out = ms;
+    return ms > 0 ? 2.0 * n * n * n / ms / 1e9 : -1;
 }
 
 extern "C" int naive_attention_gpu(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D,

@@ -365,6 +365,67 @@ static int error_table(long H, long N, int print, FILE *csv)
     return ok;
 }
 
+/* ------------------------------------------------------------ break it in FP8 */
+
+/* What the running max protects in FP8. Q scaled by c, so that the scores grow; everything else exact
+ * (float64), one thing stored in e4m3: (a) P = e^(s - m) in [0, 1], as the kernels store it (2^8 p); (b) the
+ * scores S themselves, before the max is subtracted (e4m3 with saturation at 448, as a kernel that stored S
+ * in FP8 to save registers or memory would). Returns the RMS errors of (a) and (b) against float64. */
+static void break_row(double c, long N, long D, uint64_t seed, double *rms_p, double *rms_s, double *max_score)
+{
+    const size_t n = (size_t)N * D;
+    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
+    double *sc = xmalloc((size_t)N * 8, "scores"), *pa = xmalloc((size_t)N * 8, "P (a)"), *pb = xmalloc((size_t)N * 8, "P (b)");
+    make_qkv(q, k, v, n, seed);
+    for (size_t i = 0; i < n; i++) q[i] *= (float)c;
+    double ea = 0, eb = 0, mxs = 0;
+    for (long i = 0; i < N; i++) {
+        double m = -INFINITY, mb = -INFINITY, la = 0, lb = 0;
+        for (long j = 0; j < N; j++) {
+            double acc = 0;
+            for (long d = 0; d < D; d++) acc += (double)q[i * D + d] * k[j * D + d];
+            sc[j] = acc / sqrt((double)D);
+            m = fmax(m, sc[j]);
+            mxs = fmax(mxs, fabs(sc[j]));
+            pb[j] = fp8_to_float(fp8_from_float((float)sc[j]));        /* (b) S in e4m3, before the max */
+            mb = fmax(mb, pb[j]);
+        }
+        for (long j = 0; j < N; j++) {
+            pa[j] = exp(sc[j] - m);                                     /* exact p, then (a) p in e4m3 */
+            la += pa[j];
+            pb[j] = exp(pb[j] - mb);
+            lb += pb[j];
+        }
+        for (long d = 0; d < D; d++) {
+            double o = 0, oa = 0, ob = 0;
+            for (long j = 0; j < N; j++) {
+                o += pa[j] / la * v[j * D + d];
+                oa += fp8_to_float(fp8_from_float((float)(256.0 * pa[j] / la))) / 256.0 * v[j * D + d];
+                ob += pb[j] / lb * v[j * D + d];
+            }
+            ea += (oa - o) * (oa - o);
+            eb += (ob - o) * (ob - o);
+        }
+    }
+    *rms_p = sqrt(ea / (double)n), *rms_s = sqrt(eb / (double)n), *max_score = mxs;
+    tfree(q); tfree(k); tfree(v); tfree(sc); tfree(pa); tfree(pb);
+}
+
+static void break_table(void)
+{
+    printf("\nbreak it in FP8: what the running max protects (one head, N = 256, D = 64, Q scaled by c; all else exact, one "
+           "thing in e4m3):\n%-6s %-12s %-30s %-30s\n", "c", "max |score|", "P = e^(s - m) in e4m3 (kernels)",
+           "S in e4m3 before the max");
+    static const double cs[] = {1, 4, 16, 64, 256};
+    for (int i = 0; i < 5; i++) {
+        double a, b, mx;
+        break_row(cs[i], 256, 64, 4040, &a, &b, &mx);
+        printf("%-6.0f %-12.1f RMS error %-20.2e RMS error %.2e%s\n", cs[i], mx, a, b, mx > 448 ? " (scores past 448 saturate)" : "");
+    }
+    printf("P stays in [0, 1] whatever the scores: its rounding is 2^-4 of each weight. S rounds by 2^-4 of itself: at a "
+           "score of 100, +-4, a factor of e^4 on p; past 448 every score saturates to the same value.\n");
+}
+
 /* ------------------------------------------------------------ the CPU checks */
 
 static void check_e4m3(void)
@@ -685,6 +746,9 @@ static int time_shape(const Opts *o, long B, long H, long N, long D, const Fp8Ke
     return ok ? 0 : -1;
 }
 
+typedef struct { float *x; long rows, D; } RotCtx;
+static void run_rot(void *ctx) { const RotCtx *c = ctx; (void)fwht_gpu(c->x, c->rows, c->D, NULL); }
+
 static int select_kernels(long only, const Fp8Kernel **ks)
 {
     int nk = 0;
@@ -700,30 +764,48 @@ static int fp8_bench(const Opts *o, FILE *csv)
     printf("step05 --dtype fp8 --bench%s: batch = 16384/N, heads = 2048/D, TFLOP/s = %s*B*H*N*N*D / time (median of %ld "
            "runs, the kernels of a shape interleaved run by run)\ndevice: %s\n", o->causal ? " --causal" : "",
            o->causal ? "2" : "4", o->repeat, gpu_describe());
-    double gms = -1;
+    double gms = -1, gms8 = -1;
     const double c16 = gemm_ceiling_tflops(DT_FP16, 8192, (int)o->repeat, &gms);
-    printf("matrix-product ceiling: cuBLAS GEMM 8192^3, fp16 in, fp32 accumulate: %.1f TFLOP/s (the FP8 GEMM ceiling is "
-           "not measured by this program: cuBLAS's FP8 path is cublasLt's, not linked here)\n", c16);
-    if (csv) fprintf(csv, "ceiling,fp16,-1,cuBLAS GEMM,1,1,8192,8192,%.6f,%.4f\n", gms, c16);
+    const double c8 = gemm_ceiling_fp8_tflops(8192, (int)o->repeat, &gms8);
+    printf("matrix-product ceilings: cuBLAS GEMM 8192^3, fp16 in, fp32 accumulate: %.1f TFLOP/s; cublasLt, e4m3 in, fp32 "
+           "accumulate (fast), fp16 out: %.1f TFLOP/s\n", c16, c8);
+    if (csv) {
+        fprintf(csv, "ceiling,fp16,-1,cuBLAS GEMM,1,1,8192,8192,%.6f,%.4f\n", gms, c16);
+        fprintf(csv, "ceiling,fp8,-1,cublasLt GEMM,1,1,8192,8192,%.6f,%.4f\n", gms8, c8);
+    }
+    printf("rotation: the Walsh-Hadamard transform of Q and K on the GPU (fwht_gpu, fp32, in place, before quantizing);\n"
+           "\"+ rotation\": the best FP8 kernel's TFLOP/s counting that time too (folded into W_q and W_k offline it is free)\n");
     printf("%-5s %-6s", "D", "N");
     for (int x = 0; x < nk; x++) printf(" kernel %-2d fp8   ", ks[x]->id);
-    printf(" kernel 14 fp16   best fp8/fp16\n");
-    for (long D = 64; D <= 128; D *= 2)
+    printf(" kernel 14 fp16   best fp8/fp16  + rotation\n");
+    for (long D = 64; D <= 128; D *= 2) {
+        const size_t nrot = (size_t)16384 * 2048;                /* B*H*N*D of every bench shape */
+        float *rot = dmalloc(nrot * 4, "Q for the rotation's timing");
+        dzero(rot, nrot * 4);
+        RotCtx rc = {rot, (long)(nrot / D), D};
+        const double rot_ms = 2 * gpu_time_median_ms(run_rot, &rc, 2, (int)o->repeat);   /* Q and K */
+        dfree(rot);
         for (long N = 512; N <= 16384; N *= 2) {
             const long B = 16384 / N, H = 2048 / D;
             double tf[5], ms[5];
             if (time_shape(o, B, H, N, D, ks, nk, tf, ms) != 0) return EXIT_FAIL;
-            double best = 0;
+            double best = 0, best_ms = 0;
             printf("%-5ld %-6ld", D, N);
-            for (int x = 0; x < nk; x++) { printf(" %-16.1f", tf[x]); best = tf[x] > best ? tf[x] : best; }
-            printf(" %-16.1f %.2f\n", tf[nk], tf[nk] > 0 ? best / tf[nk] : 0);
+            for (int x = 0; x < nk; x++) {
+                printf(" %-16.1f", tf[x]);
+                if (tf[x] > best) best = tf[x], best_ms = ms[x];
+            }
+            printf(" %-16.1f %-14.2f %.1f (rotation %.3f ms)\n", tf[nk], tf[nk] > 0 ? best / tf[nk] : 0,
+                   best_ms > 0 ? best * best_ms / (best_ms + rot_ms) : 0, rot_ms);
             if (csv) {
                 for (int x = 0; x < nk; x++)
                     fprintf(csv, "bench,fp8,%d,kernel %d %s,%ld,%ld,%ld,%ld,%.6f,%.4f\n", ks[x]->id, ks[x]->id, ks[x]->name, B,
                             H, N, D, ms[x], tf[x]);
                 fprintf(csv, "bench,fp16,14,kernel 14 fp16,%ld,%ld,%ld,%ld,%.6f,%.4f\n", B, H, N, D, ms[nk], tf[nk]);
+                fprintf(csv, "rotation,fp32,-2,fwht_gpu of Q and K,%ld,%ld,%ld,%ld,%.6f,0\n", B, H, N, D, rot_ms);
             }
         }
+    }
     return EXIT_OK;
 }
 
@@ -862,6 +944,7 @@ int fp8_main(const Opts *o, int bench, int errors, int sanitize)
                                               "block_max,hadamard_rms,hadamard_max") : NULL;
         error_table(2, 1024, 1, csv);
         if (csv) fclose(csv);
+        break_table();
         return EXIT_OK;
     }
     if (!sanitize && !gpu_available())

@@ -34,6 +34,7 @@
 #include "gpu.cuh"
 #include "tc.cuh"
 #include "tile_order.cuh"
+#include "fp8.cuh"
 #include "tma_map.cuh"
 #include "wgmma.cuh"
 
@@ -48,14 +49,6 @@ template <int D> struct K15 {
     static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + 3 * 8 * STAGES + 1024; /* K, V^T; mbarriers; alignment */
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
-
-/* Four e4m3 from four floats, the first in the low byte (two cvt.rn.satfinite.e4m3x2.f32). */
-__device__ __forceinline__ uint32_t pack4_e4m3(float a, float b, float c, float d)
-{
-    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
-    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
-    return lo | hi << 16;
-}
 
 template <int D>
 __global__ void __launch_bounds__(K15<D>::THREADS, 1)
@@ -259,41 +252,13 @@ __global__ void fwht_kernel(float *x, long rows, int D)
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D> static int launch_d(const Fp8Args *a, cudaStream_t s)
-{
-    using C = K15<D>;
-    static CUtensorMap mk, mv;                    // the last pair made, kept: the bench launches the same tensors
-    static const void *ck = nullptr, *cv = nullptr;
-    static long cBH = -1, cN = -1;
-    const long BH = a->B * a->H;
-    if (a->k != ck || a->vt != cv || BH != cBH || a->N != cN) {
-        if (tma_map_bytes(&mk, a->k, BH, a->N, D, D, C::BC, D == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, "kernel 15") ||
-            tma_map_bytes(&mv, a->vt, BH, D, a->Npad, C::BC, D, CU_TENSOR_MAP_SWIZZLE_128B, "kernel 15")) {
-            ck = cv = nullptr;
-            return -1;
-        }
-        ck = a->k, cv = a->vt, cBH = BH, cN = a->N;
-    }
-    static int opted = 0;
-    if (!opted) {
-        if (smem_opt_in(kernel15_fp8<D>, C::bytes, "kernel", 15, D)) return -1;
-        opted = 1;
-    }
-    const long row_tiles = (a->N + C::BR - 1) / C::BR;
-    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D);
-    kernel15_fp8<D><<<(unsigned)(BH * row_tiles), C::THREADS, C::bytes, s>>>(
-        a->q, (__half *)a->o, a->sq, a->sk, a->sv, a->N, a->nqb, a->nkb, row_tiles, a->causal, scale_log2, mk, mv);
-    CUDA_CHECK_LAST();
-    return 0;
-}
-
 extern "C" const char *fp8_unavailable(void) { return wgmma_unavailable(); }
 
 static int k15_launch(const Fp8Args *a, void *stream)
 {
     if (wgmma_refused()) return -1;
-    if (a->D == 64) return launch_d<64>(a, (cudaStream_t)stream);
-    if (a->D == 128) return launch_d<128>(a, (cudaStream_t)stream);
+    if (a->D == 64) return fp8_launch_d<K15<64>, 64>(kernel15_fp8<64>, 15, a, (cudaStream_t)stream);
+    if (a->D == 128) return fp8_launch_d<K15<128>, 128>(kernel15_fp8<128>, 15, a, (cudaStream_t)stream);
     fprintf(stderr, "%s: kernel 15 takes D = 64 or 128, not %ld\n", g_prog, a->D);
     return -1;
 }

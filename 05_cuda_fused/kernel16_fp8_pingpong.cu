@@ -29,6 +29,7 @@
 #include "gpu.cuh"
 #include "tc.cuh"
 #include "tile_order.cuh"
+#include "fp8.cuh"
 #include "tma_map.cuh"
 #include "wgmma.cuh"
 
@@ -43,14 +44,6 @@ template <int D> struct K16 {
     static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + 4 * 8 * STAGES + 1024; /* K, V^T; mbarriers; alignment */
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
-
-/* Four e4m3 from four floats, the first in the low byte. */
-__device__ __forceinline__ uint32_t pack4_e4m3_16(float a, float b, float c, float d)
-{
-    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
-    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
-    return lo | hi << 16;
-}
 
 template <int D>
 __global__ void __launch_bounds__(K16<D>::THREADS, 1)
@@ -207,10 +200,10 @@ kernel16_fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
 #pragma unroll
         for (int c = 0; c < BC / 32; c++) {
             const float *x = s + 16 * c;
-            pf[c][0] = pack4_e4m3_16(x[0], x[1], x[4], x[5]);
-            pf[c][1] = pack4_e4m3_16(x[2], x[3], x[6], x[7]);
-            pf[c][2] = pack4_e4m3_16(x[8], x[9], x[12], x[13]);
-            pf[c][3] = pack4_e4m3_16(x[10], x[11], x[14], x[15]);
+            pf[c][0] = pack4_e4m3(x[0], x[1], x[4], x[5]);
+            pf[c][1] = pack4_e4m3(x[2], x[3], x[6], x[7]);
+            pf[c][2] = pack4_e4m3(x[8], x[9], x[12], x[13]);
+            pf[c][3] = pack4_e4m3(x[10], x[11], x[14], x[15]);
         }
     };
 
@@ -269,39 +262,11 @@ kernel16_fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D> static int launch_d16(const Fp8Args *a, cudaStream_t s)
-{
-    using C = K16<D>;
-    static CUtensorMap mk, mv;
-    static const void *ck = nullptr, *cv = nullptr;
-    static long cBH = -1, cN = -1;
-    const long BH = a->B * a->H;
-    if (a->k != ck || a->vt != cv || BH != cBH || a->N != cN) {
-        if (tma_map_bytes(&mk, a->k, BH, a->N, D, D, C::BC, D == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, "kernel 16") ||
-            tma_map_bytes(&mv, a->vt, BH, D, a->Npad, C::BC, D, CU_TENSOR_MAP_SWIZZLE_128B, "kernel 16")) {
-            ck = cv = nullptr;
-            return -1;
-        }
-        ck = a->k, cv = a->vt, cBH = BH, cN = a->N;
-    }
-    static int opted = 0;
-    if (!opted) {
-        if (smem_opt_in(kernel16_fp8_pingpong<D>, C::bytes, "kernel", 16, D)) return -1;
-        opted = 1;
-    }
-    const long row_tiles = (a->N + C::BR - 1) / C::BR;
-    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D);
-    kernel16_fp8_pingpong<D><<<(unsigned)(BH * row_tiles), C::THREADS, C::bytes, s>>>(
-        a->q, (__half *)a->o, a->sq, a->sk, a->sv, a->N, a->nqb, a->nkb, row_tiles, a->causal, scale_log2, mk, mv);
-    CUDA_CHECK_LAST();
-    return 0;
-}
-
 static int k16_launch(const Fp8Args *a, void *stream)
 {
     if (wgmma_refused()) return -1;
-    if (a->D == 64) return launch_d16<64>(a, (cudaStream_t)stream);
-    if (a->D == 128) return launch_d16<128>(a, (cudaStream_t)stream);
+    if (a->D == 64) return fp8_launch_d<K16<64>, 64>(kernel16_fp8_pingpong<64>, 16, a, (cudaStream_t)stream);
+    if (a->D == 128) return fp8_launch_d<K16<128>, 128>(kernel16_fp8_pingpong<128>, 16, a, (cudaStream_t)stream);
     fprintf(stderr, "%s: kernel 16 takes D = 64 or 128, not %ld\n", g_prog, a->D);
     return -1;
 }
