@@ -756,6 +756,8 @@ static int select_kernels(long only, const Fp8Kernel **ks)
 
 static int fp8_bench(const Opts *o, FILE *csv)
 {
+    const char *why = fp8_unavailable();
+    if (why) { printf("step05 --dtype fp8 --bench: %s\n", why); return EXIT_SKIP; }
     const Fp8Kernel *ks[4];
     const int nk = select_kernels(o->kernel, ks);
     printf("step05 --dtype fp8 --bench%s: batch = 16384/N, heads = 2048/D, TFLOP/s = %s*B*H*N*N*D / time (median of %ld "
@@ -945,7 +947,7 @@ int fp8_main(const Opts *o, int bench, int errors, int sanitize)
         return EXIT_OK;
     }
     if (!sanitize && !gpu_available())
-        printf("step05 --dtype fp8 runs kernel 15 on an H100 (sm_90a); this machine has no usable GPU. What runs here: "
+        printf("step05 --dtype fp8 runs kernels 15 and 16 on an H100 (sm_90a); this machine has no usable GPU. What runs here: "
                "./step05 --dtype fp8 --errors (the error table) and --check (the CPU half).\n");
     gpu_require();
 #ifdef HAVE_CUDA
