@@ -464,7 +464,7 @@ int main(int argc, char **argv)
             usage_error("option --kernel: the FP8 kernels are 15 and 16 (one of them), not %ld%s", o.kernel,
                         o.kernel != o.kernel_last ? "-..." : "");
         if (!bench && !errors && !o.check && o.D != 64 && o.D != 128)
-            usage_error("option --dim: %ld is not supported in fp8 (kernel 15: 64 or 128)", o.D);
+            usage_error("option --dim: %ld is not supported in fp8 (kernels 15-16: 64 or 128)", o.D);
         if (!bench) opts_gpu_grid(&o, 16);
         return fp8_main(&o, bench, errors, sanitize);
     }
