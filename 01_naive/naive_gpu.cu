@@ -35,6 +35,8 @@ template <typename T> __device__ __forceinline__ T from_f(float x);
 template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
 template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+/* e4m3 (the FP8 ceiling's operands only): round to nearest even, saturating at +-448 */
+template <> __device__ __forceinline__ __nv_fp8_e4m3 from_f<__nv_fp8_e4m3>(float x) { return __nv_fp8_e4m3(x); }
 
 /* One warp per row of S: P[row, j] = e^(S[row, j] - m) / l, the stable way.
  * Pass 1 keeps a per-lane running max and sum (the online softmax of step 04,
@@ -233,15 +235,6 @@ extern "C" double gemm_ceiling_tflops(int dtype, long n, int repeat, double *ms_
  * accumulation, fp16 out; cuBLAS reaches FP8 only through cublasLt, which wants both operands with k along
  * the row ("TN"). Fast accumulation on, as wgmma's own in the FP8 kernels (cuBLAS's default promotes the
  * partial sums to fp32 every so often, on the CUDA cores). -1 if it does not fit or cublasLt has no algorithm. */
-__global__ void fill_hash_e4m3(uint8_t *x, size_t n, uint32_t seed)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
-        x[i] = __nv_cvt_float_to_fp8((float)h * (2.0f / 4294967296.0f) - 1.0f, __NV_SATFINITE, __NV_E4M3);
-    }
-}
-
 typedef struct {
     cublasLtHandle_t lt;
     cublasLtMatmulDesc_t op;
@@ -268,8 +261,8 @@ extern "C" double gemm_ceiling_fp8_tflops(long n, int repeat, double *ms_out)
         dfree(a), dfree(b), dfree(c);
         return -1;
     }
-    fill_hash_e4m3<<<1024, 256>>>((uint8_t *)a, elems, 17u);
-    fill_hash_e4m3<<<1024, 256>>>((uint8_t *)b, elems, 18u);
+    fill_hash<__nv_fp8_e4m3><<<1024, 256>>>((__nv_fp8_e4m3 *)a, elems, 17u);
+    fill_hash<__nv_fp8_e4m3><<<1024, 256>>>((__nv_fp8_e4m3 *)b, elems, 18u);
     CUDA_CHECK_LAST();
     LtCtx g;
     g.a = a, g.b = b, g.c = c, g.ws = ws, g.ws_bytes = ws_bytes;

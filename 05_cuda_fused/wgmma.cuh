@@ -1,8 +1,8 @@
 /*
  * wgmma.cuh: Hopper's warpgroup matrix product (sm_90a), the few PTX
  * instructions kernel 10 uses, each behind a thin wrapper, and those kernels
- * 11-14 and backward kernels 5-6 add (TMA, mbarriers, setmaxnreg, the bulk
- * reduce-add, wgmma with both operands in shared memory).
+ * 11-16 and backward kernels 5-6 add (TMA, mbarriers, setmaxnreg, the bulk
+ * reduce-add, wgmma with both operands in shared memory, wgmma on e4m3).
  *
  * A warpgroup is 4 consecutive warps (128 threads, the first warp index a
  * multiple of 4). wgmma.mma_async.m64nNk16 computes, for the whole warpgroup,
