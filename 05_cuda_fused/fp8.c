@@ -82,6 +82,21 @@ void fwht(float *x, long D)
     for (long i = 0; i < D; i++) x[i] *= s;
 }
 
+/* ------------------------------------------------------ 2^x without the MUFU (kernel 17) */
+
+float fp8_exp2_poly(float x)
+{
+    if (isnan(x)) return x;                                    /* the kernel: max.NaN keeps it, the multiply carries it */
+    x = fmaxf(x, -127.0f);
+    const float fl = floorf(x);                                /* the kernel: x + 1.5 * 2^23 rounded down, minus 1.5 * 2^23 */
+    const float f = x - fl;                                    /* in [0, 1), exact */
+    float p = fmaf(FP8_EXP2_C3, f, FP8_EXP2_C2);               /* 2^f: the cubic, Horner */
+    p = fmaf(p, f, FP8_EXP2_C1);
+    p = fmaf(p, f, FP8_EXP2_C0);
+    const float two_fl = fl <= -127.0f ? 0.0f : ldexpf(1.0f, (int)fl);  /* the kernel: floor(x) + 127 into the exponent */
+    return p * two_fl;
+}
+
 /* ------------------------------------------------------------ quantizers */
 
 const char *fp8_mode_name(Fp8Mode m)
@@ -465,6 +480,22 @@ static void check_e4m3(void)
            n, ties, bad);
 }
 
+static void check_exp2_poly(void)
+{
+    double worst = 0;                                                  /* relative error against exp2 in double */
+    long n = 0, at = 0;
+    for (long i = 0; i <= 134 * 4096; i++, n++) {                      /* x from -126 to 8 (kernel 17's range) by 2^-12 */
+        const float x = -126.0f + (float)i / 4096.0f;
+        const double want = exp2((double)x), e = fabs(fp8_exp2_poly(x) - want) / want;
+        if (!(e <= worst)) worst = e, at = i;                          /* NaN is the worst */
+    }
+    const int edges = fp8_exp2_poly(-127.0f) == 0.0f && fp8_exp2_poly(-1000.0f) == 0.0f && fp8_exp2_poly(-INFINITY) == 0.0f &&
+                      isnan(fp8_exp2_poly(NAN)) && fp8_exp2_poly(0.0f) == FP8_EXP2_C0;
+    report(worst < 1e-4 && edges, NULL, "fp8/exp2-poly", "2^x by the cubic (kernel 17's exponentials on the FMA pipes) at %ld "
+           "points of [-126, 8]: largest relative error %.2e (at x = %.4f; e4m3 rounds p by up to 6.25e-2), must be < 1e-4; "
+           "-127, -1000 and -inf give 0, NaN stays NaN%s", n, worst, -126.0 + at / 4096.0, edges ? "" : " (NOT SO)");
+}
+
 static void check_hadamard(void)
 {
     Rng r;
@@ -566,6 +597,7 @@ void fp8_cpu_checks(void)
 {
     check_e4m3();
     check_hadamard();
+    check_exp2_poly();
     check_layout_and_scales();
     check_loop();
     const int ok = error_table(2, 256, 0, NULL);
@@ -586,7 +618,7 @@ typedef struct {
 } Fp8Dev;
 
 /* The FP8 kernels, in id order; only: 0 for all, else one id. */
-static const Fp8Kernel *const fp8_kernels[] = {&fp8_kernel15, &fp8_kernel16};
+static const Fp8Kernel *const fp8_kernels[] = {&fp8_kernel15, &fp8_kernel16, &fp8_kernel17};
 #define N_FP8_KERNELS ((int)(sizeof fp8_kernels / sizeof fp8_kernels[0]))
 
 static void dev_upload(const Fp8Tensors *t, int causal, Fp8Dev *d)
@@ -666,36 +698,55 @@ static void check_gpu_problem(long only, long B, long H, long N, long D, int cau
     tfree(q); tfree(k); tfree(v); tfree(out); tfree(again); tfree(nv); tfree(cpu); tfree(ref);
 }
 
-static void check_fwht_gpu(void)
+/* The GPU quantizer (fp8_quantize.cu) against fp8_quantize, byte for byte and scale for scale, on 16-bit inputs
+ * with outliers, at odd N, per block and with the rotation fused in. */
+static void check_quantize_gpu(void)
 {
-    for (long D = 64; D <= 128; D *= 2) {
-        const long rows = 1031;
-        const size_t n = (size_t)rows * D;
-        float *x = xmalloc(n * 4, "rows"), *y = xmalloc(n * 4, "GPU rows");
-        Rng r;
-        rng_seed(&r, 4 + (uint64_t)D);
-        fill_normal(x, n, &r);
-        float *dx = dupload(x, n, DT_FP32, "rows");
-        const int rc = fwht_gpu(dx, rows, D, NULL);
-        gpu_sync_check();
-        ddownload(y, dx, n, DT_FP32);
-        double worst = 0;
-        for (long i = 0; i < rows; i++) fwht(x + i * D, D);
-        for (size_t i = 0; i < n; i++) worst = fabs((double)y[i] - x[i]) > worst || y[i] != y[i] ? fabs((double)y[i] - x[i]) : worst;
-        char name[48];
-        snprintf(name, sizeof name, "fp8/fwht-gpu D=%ld", D);
-        report(rc == 0 && worst < 1e-5, NULL, name, "%ld rows on the GPU against fwht on the CPU: max |diff| %.1e (tol 1e-5)",
-               rows, worst);
-        dfree(dx);
-        tfree(x); tfree(y);
-    }
+    static const long Ns[] = {1, 65, 257, 1000};
+    for (long D = 64; D <= 128; D *= 2)
+        for (int had = 0; had < 2; had++) {
+            long codes = 0, bad_codes = 0, scales = 0, bad_scales = 0;
+            int rc = 0;
+            for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++) {
+                const long N = Ns[a], bh = 2;
+                const size_t n = (size_t)bh * N * D;
+                float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
+                make_inputs(q, k, v, n, 7000 + (uint64_t)(N + D + had), 1);
+                round_to_dtype(q, n, DT_FP16); round_to_dtype(k, n, DT_FP16);   /* the GPU reads 16-bit Q and K */
+                Fp8Tensors t;
+                if (fp8_quantize(q, k, v, 1, bh, N, D, had ? FP8_HADAMARD : FP8_BLOCK, &t) != 0) exit(EXIT_FAIL);
+                for (int which = 0; which < 2; which++) {                        /* Q, then K */
+                    const long rows = which ? FP8_KBLOCK : FP8_QBLOCK, nb = which ? t.nkb : t.nqb;
+                    void *dx = dupload(which ? k : q, n, DT_FP16, which ? "K" : "Q");
+                    uint8_t *d8 = dmalloc(n, "e4m3 codes"), *h8 = xmalloc(n, "e4m3 codes");
+                    float *ds = dmalloc((size_t)bh * nb * 4, "scales"), *hs = xmalloc((size_t)bh * nb * 4, "scales");
+                    rc |= fp8_quantize_gpu(dx, bh, N, D, rows, had, d8, ds, NULL);
+                    gpu_sync_check();
+                    ddownload_bytes(h8, d8, n);
+                    ddownload(hs, ds, (size_t)bh * nb, DT_FP32);
+                    const uint8_t *want8 = which ? t.k : t.q;
+                    const float *want_s = which ? t.sk : t.sq;
+                    for (size_t i = 0; i < n; i++) bad_codes += h8[i] != want8[i];
+                    for (long i = 0; i < bh * nb; i++) bad_scales += memcmp(&hs[i], &want_s[i], 4) != 0;
+                    codes += (long)n, scales += bh * nb;
+                    dfree(dx); dfree(d8); dfree(ds); tfree(h8); tfree(hs);
+                }
+                fp8_free(&t);
+                tfree(q); tfree(k); tfree(v);
+            }
+            char name[64];
+            snprintf(name, sizeof name, "fp8/quantize-gpu D=%ld%s", D, had ? " Hadamard" : "");
+            report(rc == 0 && bad_codes == 0 && bad_scales == 0, NULL, name, "Q and K quantized on the GPU%s (N = 1, 65, 257, "
+                   "1000; outliers) against fp8_quantize: %ld of %ld codes and %ld of %ld scales differ", had ?
+                   " with the rotation fused in" : "", bad_codes, codes, bad_scales, scales);
+        }
 }
 
 static void fp8_gpu_checks(long only)
 {
     const char *why = fp8_unavailable();
     if (why) { report_skip("kernel15", "%s", why); return; }
-    check_fwht_gpu();
+    check_quantize_gpu();
     static const long Ns[] = {1, 2, 17, 63, 64, 65, 257, 1000, 1025};
     for (int di = 0; di < 2; di++)
         for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++)
@@ -749,8 +800,13 @@ static int time_shape(const Opts *o, const float *q, const float *k, const float
     return ok ? 0 : -1;
 }
 
-typedef struct { float *x; long rows, D; } RotCtx;
-static void run_rot(void *ctx) { const RotCtx *c = ctx; (void)fwht_gpu(c->x, c->rows, c->D, NULL); }
+typedef struct { const void *q, *k; uint8_t *x8; float *s; long bh, N, D; int had; } QuantCtx;
+static void run_quant(void *ctx)                          /* Q and K, as a model's layer would before attention */
+{
+    const QuantCtx *c = ctx;
+    (void)fp8_quantize_gpu(c->q, c->bh, c->N, c->D, FP8_QBLOCK, c->had, c->x8, c->s, NULL);
+    (void)fp8_quantize_gpu(c->k, c->bh, c->N, c->D, FP8_KBLOCK, c->had, c->x8 + (size_t)c->bh * c->N * c->D, c->s, NULL);
+}
 
 static int select_kernels(long only, const Fp8Kernel **ks)
 {
@@ -778,18 +834,24 @@ static int fp8_bench(const Opts *o, FILE *csv)
         fprintf(csv, "ceiling,fp16,-1,cuBLAS GEMM,1,1,8192,8192,%.6f,%.4f\n", gms, c16);
         fprintf(csv, "ceiling,fp8,-1,cublasLt GEMM,1,1,8192,8192,%.6f,%.4f\n", gms8, c8);
     }
-    printf("rotation: the Walsh-Hadamard transform of Q and K on the GPU (fwht_gpu, fp32, in place, before quantizing);\n"
-           "\"+ rotation\": the best FP8 kernel's TFLOP/s counting that time too (folded into W_q and W_k offline it is free)\n");
+    printf("quantize: Q and K from fp16 to e4m3 with per-block scales on the GPU (fp8_quantize_gpu), as a layer would "
+           "before attention, without and with the Walsh-Hadamard rotation fused in;\n\"+ quantize\": the best FP8 kernel's "
+           "TFLOP/s counting that time too, per block / per block + Hadamard\n");
     printf("%-5s %-6s", "D", "N");
     for (int x = 0; x < nk; x++) printf(" kernel %-2d fp8   ", ks[x]->id);
-    printf(" kernel 14 fp16   best fp8/fp16  + rotation\n");
+    printf(" kernel 14 fp16   best fp8/fp16  + quantize (block / Hadamard)\n");
     for (long D = 64; D <= 128; D *= 2) {
-        const size_t nrot = (size_t)16384 * 2048;                /* B*H*N*D of every bench shape */
-        float *rot = dmalloc(nrot * 4, "Q for the rotation's timing");
-        dzero(rot, nrot * 4);
-        RotCtx rc = {rot, (long)(nrot / D), D};
-        const double rot_ms = 2 * gpu_time_median_ms(run_rot, &rc, 2, (int)o->repeat);   /* Q and K */
-        dfree(rot);
+        const long qbh = 2048 / D * 16384 / 8192, qN = 8192;     /* B*H*N*D of every bench shape: the same bytes */
+        const size_t nq = (size_t)qbh * qN * D;
+        float *hq = xmalloc(nq * 4, "Q for the quantizer's timing"), *hk = xmalloc(nq * 4, "K"), *hv = xmalloc(nq * 4, "V");
+        make_qkv(hq, hk, hv, nq, o->seed + 1);
+        QuantCtx qc = {dupload(hq, nq, DT_FP16, "Q"), dupload(hk, nq, DT_FP16, "K"), dmalloc(2 * nq, "e4m3 Q and K"),
+                       dmalloc((size_t)qbh * (qN / FP8_QBLOCK) * 4, "scales"), qbh, qN, D, 0};
+        tfree(hq); tfree(hk); tfree(hv);
+        const double qb_ms = gpu_time_median_ms(run_quant, &qc, 2, (int)o->repeat);
+        qc.had = 1;
+        const double qh_ms = gpu_time_median_ms(run_quant, &qc, 2, (int)o->repeat);
+        dfree((void *)qc.q); dfree((void *)qc.k); dfree(qc.x8); dfree(qc.s);
         for (long N = 512; N <= 16384; N *= 2) {
             const long B = 16384 / N, H = 2048 / D;
             const size_t n = (size_t)B * H * N * D;
@@ -811,14 +873,16 @@ static int fp8_bench(const Opts *o, FILE *csv)
                 printf(" %-16.1f", tf[x]);
                 if (tf[x] > best) best = tf[x], best_ms = ms[x];
             }
-            printf(" %-16.1f %-14.2f %.1f (rotation %.3f ms)\n", tf[nk], tf[nk] > 0 ? best / tf[nk] : 0,
-                   best_ms > 0 ? best * best_ms / (best_ms + rot_ms) : 0, rot_ms);
+            printf(" %-16.1f %-14.2f %.1f / %.1f (%.3f / %.3f ms)\n", tf[nk], tf[nk] > 0 ? best / tf[nk] : 0,
+                   best_ms > 0 ? best * best_ms / (best_ms + qb_ms) : 0, best_ms > 0 ? best * best_ms / (best_ms + qh_ms) : 0,
+                   qb_ms, qh_ms);
             if (csv) {
                 for (int x = 0; x < nk; x++)
                     fprintf(csv, "bench,fp8,%d,kernel %d %s,%ld,%ld,%ld,%ld,%.6f,%.4f\n", ks[x]->id, ks[x]->id, ks[x]->name, B,
                             H, N, D, ms[x], tf[x]);
                 fprintf(csv, "bench,fp16,14,kernel 14 fp16,%ld,%ld,%ld,%ld,%.6f,%.4f\n", B, H, N, D, ms[nk], tf[nk]);
-                fprintf(csv, "rotation,fp32,-2,fwht_gpu of Q and K,%ld,%ld,%ld,%ld,%.6f,0\n", B, H, N, D, rot_ms);
+                fprintf(csv, "quantize,fp8,-2,quantize Q and K per block,%ld,%ld,%ld,%ld,%.6f,0\n", B, H, N, D, qb_ms);
+                fprintf(csv, "quantize,fp8,-3,quantize Q and K per block + Hadamard,%ld,%ld,%ld,%ld,%.6f,0\n", B, H, N, D, qh_ms);
             }
         }
     }
@@ -849,18 +913,25 @@ static int fp8_sanitize(long only)
                 fp8_free(&t);
                 tfree(q); tfree(k); tfree(v); tfree(out);
             }
-    float *x = xmalloc(65 * 128 * 4, "rows");
-    Rng r;
-    rng_seed(&r, 12);
-    fill_normal(x, 65 * 128, &r);
-    float *dx = dupload(x, 65 * 128, DT_FP32, "rows");
-    for (long D = 64; D <= 128; D *= 2) {
-        if (fwht_gpu(dx, 65 * 128 / D, D, NULL) != 0) return EXIT_FAIL;
-        gpu_sync_check();
-        printf("ran fwht_gpu rows=%ld D=%ld\n", 65 * 128 / D, D);
-    }
-    dfree(dx);
-    tfree(x);
+    for (long D = 64; D <= 128; D *= 2)                    /* the quantizer: a partial block at N = 65, both modes */
+        for (int had = 0; had < 2; had++) {
+            const long N = 65;
+            const size_t n = (size_t)2 * N * D;
+            float *x = xmalloc(n * 4, "Q");
+            Rng r;
+            rng_seed(&r, 12);
+            fill_normal(x, n, &r);
+            void *dx = dupload(x, n, DT_FP16, "Q");
+            uint8_t *d8 = dmalloc(n, "e4m3 codes");
+            float *ds = dmalloc(2 * 2 * 4, "scales");
+            for (long rows = FP8_QBLOCK; rows <= FP8_KBLOCK; rows *= 2) {
+                if (fp8_quantize_gpu(dx, 2, N, D, rows, had, d8, ds, NULL) != 0) return EXIT_FAIL;
+                gpu_sync_check();
+                printf("ran fp8_quantize_gpu N=%ld D=%ld rows=%ld%s\n", N, D, rows, had ? " Hadamard" : "");
+            }
+            dfree(dx); dfree(d8); dfree(ds);
+            tfree(x);
+        }
     return EXIT_OK;
 }
 #endif
@@ -875,7 +946,7 @@ void fp8_checks(long only)
 #else
     (void)only;
 #endif
-    report_skip("kernel15-16", "no CUDA device (or no CUDA in this build): the FP8 kernels' checks need one; the CPU half ran");
+    report_skip("kernel15-17", "no CUDA device (or no CUDA in this build): the FP8 kernels' checks need one; the CPU half ran");
 }
 
 #ifdef HAVE_CUDA
@@ -965,7 +1036,7 @@ int fp8_main(const Opts *o, int bench, int errors, int sanitize)
         return EXIT_OK;
     }
     if (!sanitize && !gpu_available())
-        printf("step05 --dtype fp8 runs kernels 15 and 16 on an H100 (sm_90a); this machine has no usable GPU. What runs here: "
+        printf("step05 --dtype fp8 runs kernels 15, 16 and 17 on an H100 (sm_90a); this machine has no usable GPU. What runs here: "
                "./step05 --dtype fp8 --errors (the error table) and --check (the CPU half).\n");
     gpu_require();
 #ifdef HAVE_CUDA

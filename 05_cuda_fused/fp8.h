@@ -3,7 +3,8 @@
  * The CPU half runs everywhere: e4m3 rounding written out, the Walsh-Hadamard rotation, the quantizers
  * (one scale per tensor, or per block), the FP8 attention loop the kernel transcribes, the FP8 emulation
  * of naive attention the check's tolerance comes from, and the error table. The GPU half (kernel15_fp8.cu)
- * runs the same loop on the tensor cores, and kernel 16 (kernel16_fp8_pingpong.cu) runs it on kernel 14's schedule. */
+ * runs the same loop on the tensor cores, kernel 16 (kernel16_fp8_pingpong.cu) runs it on kernel 14's schedule, and
+ * kernel 17 (kernel17_fp8_split_exp.cu) computes part of its exponentials with fp8_exp2_poly's arithmetic. */
 #ifndef FP8_H
 #define FP8_H
 
@@ -28,6 +29,15 @@ float fp8_to_float(uint8_t c);
  * rotation H (H = H^T, H H = I), so (q H)(k H)^T = q k^T: rotating Q and K leaves the scores as they are
  * and spreads one large entry of a row over all D of them (FlashAttention-3's "incoherent processing"). */
 void fwht(float *x, long D);
+
+/* 2^x without the exponential unit (kernel 17's ex2_fma is its transcription): 2^x = 2^floor(x) 2^f, f in
+ * [0, 1), 2^f by the cubic below (Horner; minimax in relative error, largest 7.5e-5 on [0, 1)), 2^floor(x)
+ * written into a float's exponent. x is clamped to -127, where the result is 0; NaN stays NaN. */
+#define FP8_EXP2_C0 0.99992520f
+#define FP8_EXP2_C1 0.69583356f
+#define FP8_EXP2_C2 0.22606716f
+#define FP8_EXP2_C3 0.07802452f
+float fp8_exp2_poly(float x);
 
 /* How the scales are chosen. Each scale is amax / 448 over its block, so the block's largest entry lands
  * on e4m3's largest value and nothing saturates. */
@@ -67,7 +77,7 @@ double tol_fp8(double naive_err);
 /* ./step05 --dtype fp8 [--check | --bench | --errors | --sanitize-shapes]. The checks: fp8_cpu_checks (the
  * CPU half, anywhere) and, with a GPU, kernel 15's grid (fp8_checks does both, or says SKIP for the GPU's). */
 void fp8_cpu_checks(void);
-void fp8_checks(long only); /* only: 15, 16, or 0 for both */
+void fp8_checks(long only); /* only: 15, 16, 17, or 0 for all */
 int fp8_main(const Opts *o, int bench, int errors, int sanitize);
 
 /* --- kernel15_fp8.cu: the GPU half ---------------------------------------------------------------- */
@@ -80,7 +90,7 @@ typedef struct {
 } Fp8Args;
 /* NULL when the FP8 kernels run on this GPU (sm_90a), else one line why not. */
 const char *fp8_unavailable(void);
-/* An FP8 kernel (kernel15_fp8.cu, kernel16_fp8_pingpong.cu): launch on stream s (a cudaStream_t), 0 or -1 after
+/* An FP8 kernel (kernel15_fp8.cu, kernel16_fp8_pingpong.cu, kernel17_fp8_split_exp.cu): launch on stream s (a cudaStream_t), 0 or -1 after
  * one line (D not 64 or 128, say); describe: its tiles and warpgroups at D. */
 typedef struct {
     int id;
@@ -88,9 +98,11 @@ typedef struct {
     int (*launch)(const Fp8Args *a, void *s);
     void (*describe)(long D, char *buf, size_t n);
 } Fp8Kernel;
-extern const Fp8Kernel fp8_kernel15, fp8_kernel16;
-/* The device's own Walsh-Hadamard transform: x [rows, D] in place (float), D 64 or 128; 0 or -1. */
-int fwht_gpu(float *x, long rows, long D, void *s);
+extern const Fp8Kernel fp8_kernel15, fp8_kernel16, fp8_kernel17;
+/* The quantizer on the GPU (fp8_quantize.cu), for Q (rows = FP8_QBLOCK) or K (FP8_KBLOCK): x [bh, N, D] fp16 ->
+ * x8 [bh, N, D] e4m3 and s [bh][ceil(N / rows)], the rotation fused in when hadamard: fp8_quantize's codes and
+ * scales (FP8_BLOCK, FP8_HADAMARD) bit for bit on the same 16-bit values. D 64 or 128; 0, or -1 after one line. */
+int fp8_quantize_gpu(const void *x, long bh, long N, long D, long rows, int hadamard, uint8_t *x8, float *s, void *stream);
 
 #ifdef __cplusplus
 }

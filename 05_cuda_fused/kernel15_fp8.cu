@@ -229,30 +229,6 @@ kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
 #endif
 }
 
-/* The device's Walsh-Hadamard transform (fp8.c's fwht): one warp a row, the row in shared memory, log2 D
- * rounds of butterflies, then the 1/sqrt(D). */
-__global__ void fwht_kernel(float *x, long rows, int D)
-{
-    extern __shared__ float sh[];
-    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const long row = (long)blockIdx.x * (blockDim.x / 32) + w;
-    if (row >= rows) return;
-    float *r = sh + w * D, *xr = x + row * D;
-    for (int i = lane; i < D; i += 32) r[i] = xr[i];
-    __syncwarp();
-    for (int h = 1; h < D; h *= 2) {
-        for (int p = lane; p < D / 2; p += 32) {
-            const int i = p / h * 2 * h + p % h;
-            const float a = r[i], b = r[i + h];
-            r[i] = a + b;
-            r[i + h] = a - b;
-        }
-        __syncwarp();
-    }
-    const float s = rsqrtf((float)D);
-    for (int i = lane; i < D; i += 32) xr[i] = r[i] * s;
-}
-
 // --- the launcher -------------------------------------------------------------------
 
 extern "C" const char *fp8_unavailable(void) { return wgmma_unavailable(); }
@@ -274,16 +250,3 @@ static void k15_describe(long D, char *buf, size_t n)
 }
 
 extern "C" const Fp8Kernel fp8_kernel15 = {15, "fp8", k15_launch, k15_describe};
-
-extern "C" int fwht_gpu(float *x, long rows, long D, void *stream)
-{
-    if (D != 64 && D != 128) {
-        fprintf(stderr, "%s: fwht_gpu takes D = 64 or 128, not %ld\n", g_prog, D);
-        return -1;
-    }
-    const int warps = 4;
-    fwht_kernel<<<(unsigned)((rows + warps - 1) / warps), 32 * warps, warps * D * sizeof(float), (cudaStream_t)stream>>>(
-        x, rows, (int)D);
-    CUDA_CHECK_LAST();
-    return 0;
-}

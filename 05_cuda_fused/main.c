@@ -195,7 +195,7 @@ static int run_checks(long only, int fwd, int bwd)
     }
     if (bwd) bwd_run_checks(fwd ? 0 : only);
     if (fwd && bwd && !only) decode_run_checks(0); /* the whole grid: the decode kernels' too (decode.c) */
-    if (fwd && bwd && !only) fp8_checks(0);        /* and FP8's: the CPU half and kernels 15-16 (fp8.c) */
+    if (fwd && bwd && !only) fp8_checks(0);        /* and FP8's: the CPU half and kernels 15-17 (fp8.c) */
     return report_finish();
 }
 
@@ -402,7 +402,7 @@ static void usage(const Opts *o)
            "  --backward             the backward kernels (dQ, dK, dV) vs the naive cuBLAS backward; with --bench: at\n"
            "                         the benchmark shapes; with --check: only the backward's checks; --kernel N: backward kernel N\n"
            "  --alibi                the kernels with a score modifier (2, 3) with ALiBi, vs float64 with the bias, timed\n"
-           "  --dtype fp8            kernels 15-16: Q, K, V in e4m3 with per-block scales, vs float64 and kernel 14 in fp16;\n"
+           "  --dtype fp8            kernels 15-17: Q, K, V in e4m3 with per-block scales, vs float64 and kernel 14 in fp16;\n"
            "                         with --bench: at the benchmark shapes; --errors: FP8's error table (CPU, no GPU needed)\n"
            "  --sanitize-shapes      run each kernel once at N = 65, 257 (for make sanitize; --kernel K[-M]: only those;\n"
            "                         with --backward: only the backward kernels; with --decode: only the decode kernels)\n");
@@ -460,11 +460,11 @@ int main(int argc, char **argv)
     if (o.dtype == DT_FP8) {
         if (backward || alibi || o.qfile || o.outfile)
             usage_error("option --dtype fp8 runs the FP8 kernels on their own (not with --backward, --alibi or .npy files)");
-        if (o.kernel && (o.kernel != o.kernel_last || o.kernel < 15 || o.kernel > 16))
-            usage_error("option --kernel: the FP8 kernels are 15 and 16 (one of them), not %ld%s", o.kernel,
+        if (o.kernel && (o.kernel != o.kernel_last || o.kernel < 15 || o.kernel > 17))
+            usage_error("option --kernel: the FP8 kernels are 15, 16 and 17 (one of them), not %ld%s", o.kernel,
                         o.kernel != o.kernel_last ? "-..." : "");
         if (!bench && !errors && !o.check && o.D != 64 && o.D != 128)
-            usage_error("option --dim: %ld is not supported in fp8 (kernels 15-16: 64 or 128)", o.D);
+            usage_error("option --dim: %ld is not supported in fp8 (kernels 15-17: 64 or 128)", o.D);
         if (!bench) opts_gpu_grid(&o, 16);
         return fp8_main(&o, bench, errors, sanitize);
     }

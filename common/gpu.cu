@@ -176,6 +176,8 @@ extern "C" void *dupload_bytes(const void *h, size_t bytes, const char *what)
     return d;
 }
 
+extern "C" void ddownload_bytes(void *h, const void *d, size_t bytes) { CUDA_CHECK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost)); }
+
 extern "C" int *dupload_int(const int *h, size_t n, const char *what) { return (int *)dupload_bytes(h, n * sizeof(int), what); }
 
 extern "C" void ddownload(float *h, const void *d, size_t n, int dtype)

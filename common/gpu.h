@@ -51,6 +51,7 @@ void dupload_into(void *d, const float *h, size_t n, int dtype); /* into an exis
 void ddownload(float *h, const void *d, size_t n, int dtype);
 int *dupload_int(const int *h, size_t n, const char *what); /* ints as they are (lengths, block tables) */
 void *dupload_bytes(const void *h, size_t bytes, const char *what); /* bytes as they are (FP8 tensors) */
+void ddownload_bytes(void *h, const void *d, size_t bytes);       /* and back */
 void dzero(void *d, size_t bytes);                          /* bytes of zeros (a workspace's counters) */
 void dpoison(void *d, size_t n, int dtype);
 

@@ -29,6 +29,7 @@ void *dupload(const float *h, size_t n, int dtype, const char *what) { (void)h; 
 void dzero(void *d, size_t bytes) { (void)d; (void)bytes; gpu_require(); }
 int *dupload_int(const int *h, size_t n, const char *what) { (void)h; (void)n; (void)what; gpu_require(); return NULL; }
 void *dupload_bytes(const void *h, size_t bytes, const char *what) { (void)h; (void)bytes; (void)what; gpu_require(); return NULL; }
+void ddownload_bytes(void *h, const void *d, size_t bytes) { (void)h; (void)d; (void)bytes; gpu_require(); }
 void ddownload(float *h, const void *d, size_t n, int dtype) { (void)h; (void)d; (void)n; (void)dtype; gpu_require(); }
 void dpoison(void *d, size_t n, int dtype) { (void)d; (void)n; (void)dtype; gpu_require(); }
 double gpu_time_median_ms(void (*fn)(void *), void *ctx, int warmup, int repeat) { (void)fn; (void)ctx; (void)warmup; (void)repeat; gpu_require(); return 0; }

@@ -28,10 +28,10 @@ for tool in memcheck racecheck initcheck synccheck; do
         echo "FAIL sanitize/$tool step05 --decode:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
     fi
 done
-# step 05's FP8 kernel 15 (N = 65 and 257, D = 64 and 128, causal and not) and the GPU's Walsh-Hadamard transform
+# step 05's FP8 kernels 15-17 (N = 65 and 257, D = 64 and 128, causal and not) and the GPU quantizer (with the rotation and without)
 for tool in memcheck racecheck initcheck synccheck; do
     if "$cs" --tool "$tool" --error-exitcode=1 ./step05 --dtype fp8 --sanitize-shapes >/tmp/sanitize.$$.log 2>&1; then
-        echo "PASS sanitize/$tool step05 --dtype fp8: $(grep -c '^ran kernel 1[56]' /tmp/sanitize.$$.log) kernel 15 and 16 runs, $(tail -n 1 /tmp/sanitize.$$.log)"
+        echo "PASS sanitize/$tool step05 --dtype fp8: $(grep -c '^ran kernel 1[5-7]' /tmp/sanitize.$$.log) kernel 15-17 runs, $(grep -c '^ran fp8_quantize_gpu' /tmp/sanitize.$$.log) quantizer runs, $(tail -n 1 /tmp/sanitize.$$.log)"
     else
         echo "FAIL sanitize/$tool step05 --dtype fp8:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
     fi
