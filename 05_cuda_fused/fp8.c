@@ -145,7 +145,7 @@ int fp8_quantize(const float *q, const float *k, const float *v, long B, long H,
     memset(t, 0, sizeof *t);
     const long bh = B * H;
     const size_t n = (size_t)bh * N * D;
-    t->B = B, t->H = H, t->N = N, t->D = D, t->mode = mode;
+    t->B = B, t->H = H, t->N = N, t->D = D, t->mode = mode, t->out = DT_FP16;
     t->Npad = (N + 31) / 32 * 32;
     t->nqb = (N + FP8_QBLOCK - 1) / FP8_QBLOCK;
     t->nkb = (N + FP8_KBLOCK - 1) / FP8_KBLOCK;
@@ -188,6 +188,12 @@ static float v_at(const Fp8Tensors *t, long h, long key, long d)
 }
 
 /* --------------------------------------------------- the loop kernel 15 runs */
+
+/* O rounded as the kernels store it: fp16, or bf16 (t->out). */
+static float round_out(const Fp8Tensors *t, float x)
+{
+    return t->out == DT_BF16 ? bf16_to_f32(f32_to_bf16(x)) : f16_to_f32(f32_to_f16(x));
+}
 
 void fp8_flash_cpu(const Fp8Tensors *t, int causal, float *out)
 {
@@ -233,7 +239,7 @@ void fp8_flash_cpu(const Fp8Tensors *t, int causal, float *out)
                 m = mn;
             }
             const float inv = l > 0.0f ? t->sv[h] / l : 0.0f;          /* O = o s_v / l */
-            for (long d = 0; d < D; d++) out[((size_t)h * N + i) * D + d] = f16_to_f32(f32_to_f16(o[d] * inv));
+            for (long d = 0; d < D; d++) out[((size_t)h * N + i) * D + d] = round_out(t, o[d] * inv);
         }
     }
     tfree(vraw); tfree(o); tfree(s); tfree(q); tfree(kraw);
@@ -270,7 +276,7 @@ static void naive_row(const Fp8Tensors *t, long h, long i, int causal, const flo
         const double p8 = fp8_to_float(fp8_from_float((float)(s[c] / sum * 256.0)));
         for (long d = 0; d < D; d++) o[d] += p8 * vraw[c * D + d];
     }
-    for (long d = 0; d < D; d++) out[d] = f16_to_f32(f32_to_f16((float)(o[d] * t->sv[h] / 256.0)));
+    for (long d = 0; d < D; d++) out[d] = round_out(t, (float)(o[d] * t->sv[h] / 256.0));
 }
 
 /* Rows rows[0 .. nr) of every head (rows NULL: all N), out [bh][nr][D]. */
@@ -563,12 +569,14 @@ static void check_layout_and_scales(void)
 static void check_loop(void)
 {
     static const long Ns[] = {1, 17, 64, 65, 129, 257};
-    for (int mi = 0; mi < 3; mi++)
+    for (int mi = 0; mi < 3 * 2; mi++)                  /* mi >= 3: per block again, O stored in bf16 */
         for (int di = 0; di < 2; di++)
             for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++)
                 for (int causal = 0; causal < 2; causal++) {
                     const long D = di ? 128 : 64, N = Ns[a], H = 2;
-                    if (mi != FP8_BLOCK && (N != 257 || di)) continue; /* the other modes at one shape */
+                    const int bf = mi >= 3;
+                    if (bf && (mi != 3 + FP8_BLOCK || N != 257)) continue;
+                    if (!bf && mi != FP8_BLOCK && (N != 257 || di)) continue; /* the other modes at one shape */
                     const size_t n = (size_t)H * N * D;
                     float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
                     float *out = xmalloc(n * 4, "O"), *nv = xmalloc(n * 4, "naive O");
@@ -576,7 +584,8 @@ static void check_loop(void)
                     make_inputs(q, k, v, n, 500 + (uint64_t)(N * 4 + di * 2 + causal), 0);
                     ref_attention(q, k, v, H, N, D, causal, ref);
                     Fp8Tensors t;
-                    if (fp8_quantize(q, k, v, 1, H, N, D, (Fp8Mode)mi, &t) != 0) exit(EXIT_FAIL);
+                    if (fp8_quantize(q, k, v, 1, H, N, D, (Fp8Mode)(mi % 3), &t) != 0) exit(EXIT_FAIL);
+                    t.out = bf ? DT_BF16 : DT_FP16;
                     fp8_naive_cpu(&t, causal, nv);
                     fp8_flash_cpu(&t, causal, out);
                     double nmax, nrms;
@@ -584,8 +593,8 @@ static void check_loop(void)
                     const double tol = tol_fp8(nmax);
                     const Err e = compare(out, ref, n, tol, 0);
                     char name[96], eb[128];
-                    snprintf(name, sizeof name, "fp8/cpu-loop %s N=%ld D=%ld%s", fp8_mode_name((Fp8Mode)mi), N, D,
-                             causal ? " causal" : "");
+                    snprintf(name, sizeof name, "fp8/cpu-loop %s N=%ld D=%ld%s%s", fp8_mode_name((Fp8Mode)(mi % 3)), N, D,
+                             causal ? " causal" : "", bf ? " bf16-out" : "");
                     report(e.n_bad == 0 && e.max_abs <= tol, &e, name, "%s; naive fp8 %.2e, tol %.2e", fmt_err(&e, eb, sizeof eb),
                            nmax, tol);
                     fp8_free(&t);
@@ -627,14 +636,14 @@ static void dev_upload(const Fp8Tensors *t, int causal, Fp8Dev *d)
     d->n = (size_t)bh * t->N * t->D;
     Fp8Args *a = &d->a;
     a->B = t->B, a->H = t->H, a->N = t->N, a->D = t->D, a->Npad = t->Npad, a->nqb = t->nqb, a->nkb = t->nkb;
-    a->causal = causal;
+    a->causal = causal, a->out_dtype = t->out;
     a->q = dupload_bytes(t->q, d->n, "Q (e4m3)");
     a->k = dupload_bytes(t->k, d->n, "K (e4m3)");
     a->vt = dupload_bytes(t->vt, (size_t)bh * t->D * t->Npad, "V^T (e4m3)");
     a->sq = dupload(t->sq, (size_t)bh * t->nqb, DT_FP32, "Q's scales");
     a->sk = dupload(t->sk, (size_t)bh * t->nkb, DT_FP32, "K's scales");
     a->sv = dupload(t->sv, (size_t)bh, DT_FP32, "V's scales");
-    a->o = dmalloc(d->n * 2, "O (fp16)");
+    a->o = dmalloc(d->n * 2, t->out == DT_BF16 ? "O (bf16)" : "O (fp16)");
 }
 
 static void dev_free(Fp8Dev *d)
@@ -646,10 +655,10 @@ static void dev_free(Fp8Dev *d)
 /* One run on an output filled with NaN (an element the kernel forgets fails the check); 0 or -1. */
 static int dev_run(const Fp8Kernel *k, Fp8Dev *d, float *out)
 {
-    dpoison(d->a.o, d->n, DT_FP16);
+    dpoison(d->a.o, d->n, d->a.out_dtype);
     if (k->launch(&d->a, NULL) != 0) return -1;
     gpu_sync_check();
-    ddownload(out, d->a.o, d->n, DT_FP16);
+    ddownload(out, d->a.o, d->n, d->a.out_dtype);
     return 0;
 }
 
@@ -657,7 +666,8 @@ static int dev_run(const Fp8Kernel *k, Fp8Dev *d, float *out)
  * their distance to the CPU loop they transcribe (printed, not checked: the two differ in the order of fp32
  * sums and in ex2, and a p that lands on the other side of an e4m3 rounding boundary moves its weight by
  * 2^-4, which on a causal row of few keys shows in the output). */
-static void check_gpu_problem(long only, long B, long H, long N, long D, int causal, Fp8Mode mode, int outliers, uint64_t seed)
+static void check_gpu_problem(long only, long B, long H, long N, long D, int causal, Fp8Mode mode, int outliers, int out_dt,
+                              uint64_t seed)
 {
     const size_t n = (size_t)B * H * N * D;
     float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O"),
@@ -667,6 +677,7 @@ static void check_gpu_problem(long only, long B, long H, long N, long D, int cau
     ref_attention(q, k, v, B * H, N, D, causal, ref);
     Fp8Tensors t;
     if (fp8_quantize(q, k, v, B, H, N, D, mode, &t) != 0) exit(EXIT_FAIL);
+    t.out = out_dt;
     fp8_naive_cpu(&t, causal, nv);
     fp8_flash_cpu(&t, causal, cpu);
     double nmax, nrms;
@@ -677,9 +688,9 @@ static void check_gpu_problem(long only, long B, long H, long N, long D, int cau
     for (int x = 0; x < N_FP8_KERNELS; x++) {
         const Fp8Kernel *kn = fp8_kernels[x];
         if (only && kn->id != only) continue;
-        char name[112], eb[128];
-        snprintf(name, sizeof name, "kernel%d fp8 %s%s B=%ld H=%ld N=%ld D=%ld%s", kn->id, fp8_mode_name(mode),
-                 outliers ? " outliers" : "", B, H, N, D, causal ? " causal" : "");
+        char name[192], eb[128];
+        snprintf(name, sizeof name, "kernel%d fp8 %s%s B=%ld H=%ld N=%ld D=%ld%s%s", kn->id, fp8_mode_name(mode),
+                 outliers ? " outliers" : "", B, H, N, D, causal ? " causal" : "", out_dt == DT_BF16 ? " bf16-out" : "");
         if (dev_run(kn, &d, out) != 0) {
             report(0, NULL, name, "the launch failed");
             continue;
@@ -751,10 +762,15 @@ static void fp8_gpu_checks(long only)
     for (int di = 0; di < 2; di++)
         for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++)
             for (int causal = 0; causal < 2; causal++)
-                check_gpu_problem(only, 1, 3, Ns[a], di ? 128 : 64, causal, FP8_BLOCK, 0, 6000 + (uint64_t)(Ns[a] * 4 + di * 2 + causal));
+                check_gpu_problem(only, 1, 3, Ns[a], di ? 128 : 64, causal, FP8_BLOCK, 0, DT_FP16,
+                                  6000 + (uint64_t)(Ns[a] * 4 + di * 2 + causal));
     for (int di = 0; di < 2; di++)                        /* the other scalings, and outliers, at one shape */
         for (int mi = 0; mi < 3; mi++)
-            check_gpu_problem(only, 2, 2, 257, di ? 128 : 64, mi == 1, (Fp8Mode)mi, 1, 6100 + (uint64_t)(di * 3 + mi));
+            check_gpu_problem(only, 2, 2, 257, di ? 128 : 64, mi == 1, (Fp8Mode)mi, 1, DT_FP16, 6100 + (uint64_t)(di * 3 + mi));
+    for (int di = 0; di < 2; di++)                        /* O in bf16 */
+        for (long N = 65; N <= 1000; N += 935)
+            for (int causal = 0; causal < 2; causal++)
+                check_gpu_problem(only, 1, 3, N, di ? 128 : 64, causal, FP8_BLOCK, 0, DT_BF16, 6200 + (uint64_t)(N + di * 2 + causal));
 }
 
 /* --- the benchmark: FlashAttention's shapes, the FP8 kernels against the best 16-bit kernel ------------ */
@@ -889,7 +905,7 @@ static int fp8_bench(const Opts *o, FILE *csv)
     return EXIT_OK;
 }
 
-/* make sanitize: each FP8 kernel once at N = 65 and 257, D = 64 and 128, causal and not; the FWHT kernel. */
+/* make sanitize: each FP8 kernel once at N = 65 and 257, D = 64 and 128, causal (O in bf16) and not (fp16); the quantizer. */
 static int fp8_sanitize(long only)
 {
     const char *why = fp8_unavailable();
@@ -902,12 +918,13 @@ static int fp8_sanitize(long only)
                 make_qkv(q, k, v, n, 11);
                 Fp8Tensors t;
                 if (fp8_quantize(q, k, v, 1, 2, N, D, FP8_BLOCK, &t) != 0) return EXIT_FAIL;
+                t.out = causal ? DT_BF16 : DT_FP16;                /* both stores: O in bf16 in the causal runs */
                 Fp8Dev d;
                 dev_upload(&t, causal, &d);
                 for (int x = 0; x < N_FP8_KERNELS; x++) {
                     if (only && fp8_kernels[x]->id != only) continue;
                     if (dev_run(fp8_kernels[x], &d, out) != 0) return EXIT_FAIL;
-                    printf("ran kernel %d fp8 N=%ld D=%ld%s\n", fp8_kernels[x]->id, N, D, causal ? " causal" : "");
+                    printf("ran kernel %d fp8 N=%ld D=%ld%s\n", fp8_kernels[x]->id, N, D, causal ? " causal, O in bf16" : "");
                 }
                 dev_free(&d);
                 fp8_free(&t);

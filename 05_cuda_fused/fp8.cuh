@@ -6,6 +6,7 @@
 #ifndef FP8_CUH
 #define FP8_CUH
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -23,9 +24,20 @@ __device__ __forceinline__ uint32_t pack4_e4m3(float a, float b, float c, float 
     return lo | hi << 16;
 }
 
+/* Two outputs as one 32-bit word: an fp16 pair, or a bf16 pair when bf16 (Fp8Args.out_dtype). */
+__device__ __forceinline__ uint32_t pack_o2(float a, float b, int bf16)
+{
+    if (bf16) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+        return *reinterpret_cast<const uint32_t *>(&v);
+    }
+    const __half2 v = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const uint32_t *>(&v);
+}
+
 /* Every FP8 kernel's signature. */
 using Fp8KernelFn = void (*)(const uint8_t *__restrict__, __half *__restrict__, const float *__restrict__,
-                             const float *__restrict__, const float *__restrict__, long, long, long, long, int, float,
+                             const float *__restrict__, const float *__restrict__, long, long, long, long, int, int, float,
                              const CUtensorMap, const CUtensorMap);
 
 /* Launch kernel fn of traits C (BR, BC, THREADS, bytes) at head dim D, kernel number id. K is [BH][N][D]
@@ -56,7 +68,8 @@ static int fp8_launch_d(Fp8KernelFn fn, int id, const Fp8Args *a, cudaStream_t s
     const long row_tiles = (a->N + C::BR - 1) / C::BR;
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)D);   /* log2(e) / sqrt(D) */
     fn<<<(unsigned)(BH * row_tiles), C::THREADS, C::bytes, s>>>(a->q, (__half *)a->o, a->sq, a->sk, a->sv, a->N, a->nqb,
-                                                                a->nkb, row_tiles, a->causal, scale_log2, mk, mv);
+                                                                a->nkb, row_tiles, a->causal, a->out_dtype == DT_BF16,
+                                                                scale_log2, mk, mv);
     CUDA_CHECK_LAST();
     return 0;
 }

@@ -56,6 +56,7 @@ const char *fp8_mode_name(Fp8Mode m);
 typedef struct {
     long B, H, N, D, Npad, nqb, nkb;
     Fp8Mode mode;
+    int out;                    /* O's dtype: DT_FP16 (fp8_quantize's choice) or DT_BF16 */
     uint8_t *q, *k, *vt;
     float *sq, *sk, *sv;
 } Fp8Tensors;
@@ -66,7 +67,7 @@ int fp8_key_perm(int L);
 int fp8_quantize(const float *q, const float *k, const float *v, long B, long H, long N, long D, Fp8Mode mode,
                  Fp8Tensors *t);
 void fp8_free(Fp8Tensors *t);
-/* The attention loop kernel 15 transcribes, on the CPU: out [B, H, N, D] as the kernel's fp16 output. */
+/* The attention loop kernel 15 transcribes, on the CPU: out [B, H, N, D] as the kernel's output (t->out). */
 void fp8_flash_cpu(const Fp8Tensors *t, int causal, float *out);
 /* Naive attention emulated in FP8 on the same quantized inputs: S in float64, P = softmax(S) stored in
  * e4m3 (as 2^8 P), O = P V rounded to fp16. Its error against float64 is the FP8 yardstick: a kernel may
@@ -83,10 +84,10 @@ int fp8_main(const Opts *o, int bench, int errors, int sanitize);
 /* --- kernel15_fp8.cu: the GPU half ---------------------------------------------------------------- */
 typedef struct {
     long B, H, N, D, Npad, nqb, nkb;
-    int causal;
+    int causal, out_dtype;      /* out_dtype: DT_FP16 or DT_BF16, O's storage */
     const uint8_t *q, *k, *vt;  /* device, fp8_quantize's layouts */
     const float *sq, *sk, *sv;  /* device */
-    void *o;                    /* device [B, H, N, D] fp16 */
+    void *o;                    /* device [B, H, N, D] in out_dtype */
 } Fp8Args;
 /* NULL when the FP8 kernels run on this GPU (sm_90a), else one line why not. */
 const char *fp8_unavailable(void);

@@ -56,11 +56,11 @@ template <int D> struct K15 {
 template <int D>
 __global__ void __launch_bounds__(K15<D>::THREADS, 1)
 kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
-             __half *__restrict__ O,          // [B, H, N, D]
+             __half *__restrict__ O,          // [B, H, N, D] fp16 or bf16
              const float *__restrict__ SQ,    // [B*H][nqb]: Q's scale per 64 rows
              const float *__restrict__ SK,    // [B*H][nkb]: K's scale per 128 keys (one tile)
              const float *__restrict__ SV,    // [B*H]: V's scale per head
-             long N, long nqb, long nkb, long row_tiles, int causal, float scale_log2,
+             long N, long nqb, long nkb, long row_tiles, int causal, int out_bf16, float scale_log2,
              const __grid_constant__ CUtensorMap tm_k,   // K as [B*H][N][D] bytes
              const __grid_constant__ CUtensorMap tm_v)   // V^T as [B*H][D][Npad] bytes, keys permuted
 {
@@ -219,12 +219,12 @@ kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
         if (row < N) {
 #pragma unroll
             for (int n = 0; n < D / 8; n++)
-                *reinterpret_cast<__half2 *>(Oh + row * D + n * 8 + 2 * t) =
-                    __floats2half2_rn(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+                *reinterpret_cast<uint32_t *>(Oh + row * D + n * 8 + 2 * t) =
+                    pack_o2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv, out_bf16);
         }
     }
 #else
-    (void)Q, (void)O, (void)SQ, (void)SK, (void)SV, (void)N, (void)nqb, (void)nkb, (void)row_tiles, (void)causal,
+    (void)Q, (void)O, (void)SQ, (void)SK, (void)SV, (void)N, (void)nqb, (void)nkb, (void)row_tiles, (void)causal, (void)out_bf16,
         (void)scale_log2, (void)tm_k, (void)tm_v;
 #endif
 }
