@@ -139,7 +139,7 @@ int bwd_dim_ok(int dtype, long D)
 static void bp_make(Problem *p, long B, long H, long N, long D, int dtype, int causal, uint64_t seed)
 {
     problem_make(p, B, H, N, D, dtype, causal, seed, NULL);
-    problem_add_backward(p, seed);
+    problem_add_backward(p, seed, NULL);
 }
 
 /* The forward the backward kernels pair with: the highest-numbered one that
@@ -445,7 +445,21 @@ static const double *worst_of(const Err e[3], double w[2])
     return w;
 }
 
-int bwd_run_default(const Opts *o, FILE *csv)
+/* Write the device gradient g ([B, H, N, D] of p's dtype) to path as float32 .npy; 0, or -1 after one line. */
+static int save_grad(const Problem *p, const void *g, const char *path, const char *name)
+{
+    if (!path) return 0;
+    float *h = xmalloc(p->n * 4, "gradient");
+    ddownload(h, g, p->n, p->dtype);
+    const long shp[4] = {p->B, p->H, p->N, p->D};
+    const int rc = npy_save(path, h, shp, 4, DT_FP32);
+    tfree(h);
+    if (rc != 0) fprintf(stderr, "step05: cannot write %s\n", path);
+    else printf("wrote %s to %s (float32 [%ld, %ld, %ld, %ld])\n", name, path, p->B, p->H, p->N, p->D);
+    return rc;
+}
+
+int bwd_run_default(const Opts *o, FILE *csv, const BwdFiles *f)
 {
     int nb, ok = 1;
     const BackwardKernel *const *bs = bwd_kernels(&nb);
@@ -460,7 +474,15 @@ int bwd_run_default(const Opts *o, FILE *csv)
         printf("no forward kernel writes L for %s at D=%ld on this GPU: nothing to run\n", dtype_name(o->dtype), o->D);
         return EXIT_FAIL;
     }
-    bp_make(&p, o->B, o->H, o->N, o->D, o->dtype, o->causal, o->seed);
+    if (f && f->dout) {                                   /* the reader's Q, K, V and dO */
+        const long shp[4] = {o->B, o->H, o->N, o->D};
+        problem_make(&p, o->B, o->H, o->N, o->D, o->dtype, o->causal, o->seed, o);
+        problem_add_backward(&p, o->seed, npy_load("--do", f->dout, shp, 4));
+        printf("inputs: --q %s --k %s --v %s --do %s, rounded to %s\n", o->qfile, o->kfile, o->vfile, f->dout,
+               dtype_name(o->dtype));
+    } else {
+        bp_make(&p, o->B, o->H, o->N, o->D, o->dtype, o->causal, o->seed);
+    }
     const long stride = o->N <= 2048 ? 1 : 61;
     printf("reference: float64 on the CPU, %s of every head: dQ rows and dK, dV rows (keys)\n",
            stride == 1 ? "all rows" : "every 61st row");
@@ -534,6 +556,18 @@ int bwd_run_default(const Opts *o, FILE *csv)
     if (p.dtype != DT_FP32)
         printf("  (tolerance: 2x naive's error in %s, gradient by gradient: %.2e %.2e %.2e)\n", dtype_name(p.dtype), tol[0],
                tol[1], tol[2]);
+    if (f && (f->dq || f->dk || f->dv)) {                 /* the last kernel's gradients (its last timed run) */
+        const BackwardKernel *last = NULL;
+        for (int i = 0; i < nb && i < 32; i++)
+            if (t_k[i] >= 0) last = bs[i];
+        if (!last) {
+            printf("no backward kernel ran: nothing written\n");
+            ok = 0;
+        } else {
+            printf("the gradients of %s (%s):\n", kernel_label(1, last->id, label, sizeof label), last->name);
+            if (save_grad(&p, p.dQ, f->dq, "dQ") || save_grad(&p, p.dK, f->dk, "dK") || save_grad(&p, p.dV, f->dv, "dV")) ok = 0;
+        }
+    }
 
     /* 3. times, in the order measured: naive, then each kernel. */
     const double F = bwd_flops(p.B, p.H, p.N, p.D, p.causal);

@@ -25,7 +25,11 @@ int bwd_dim_ok(int dtype, long D);
 
 /* The GPU parts (HAVE_CUDA builds). `only` is a backward kernel id or 0. */
 void bwd_run_checks(long only);               /* PASS/FAIL lines; the caller calls report_finish() */
-int bwd_run_default(const Opts *o, FILE *csv); /* ./step05 --backward */
+/* ./step05 --backward --q Q.npy --k K.npy --v V.npy --do dO.npy [--out-dq F --out-dk F --out-dv F]: the
+ * reader's tensors instead of the seed's (Q, K, V through o's --q --k --v); the gradients of the last
+ * backward kernel run are written as float32 .npy. All NULL: the seed's problem. */
+typedef struct { const char *dout, *dq, *dk, *dv; } BwdFiles;
+int bwd_run_default(const Opts *o, FILE *csv, const BwdFiles *f); /* ./step05 --backward */
 int bwd_run_bench(const Opts *o, FILE *csv);   /* ./step05 --bench --backward */
 int bwd_run_sanitize(const Opts *o);           /* the backward kernels (--kernel: those) at N = 65, 257 under compute-sanitizer */
 

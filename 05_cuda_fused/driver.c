@@ -162,12 +162,16 @@ void problem_make(Problem *p, long B, long H, long N, long D, int dtype, int cau
     p->O = dmalloc(p->n * dtype_size(dtype), "O");
 }
 
-void problem_add_backward(Problem *p, uint64_t seed)
+void problem_add_backward(Problem *p, uint64_t seed, float *dout)
 {
-    Rng r;
-    rng_seed(&r, seed + 3);
-    p->dout = xmalloc(p->n * 4, "dO");
-    fill_normal(p->dout, p->n, &r);
+    if (dout) {
+        p->dout = dout;
+    } else {
+        Rng r;
+        rng_seed(&r, seed + 3);
+        p->dout = xmalloc(p->n * 4, "dO");
+        fill_normal(p->dout, p->n, &r);
+    }
     round_to_dtype(p->dout, p->n, p->dtype);
     p->dO = dupload(p->dout, p->n, p->dtype, "dO");
     const size_t bytes = p->n * dtype_size(p->dtype);

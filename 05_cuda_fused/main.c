@@ -400,7 +400,8 @@ static void usage(const Opts *o)
     print_common_usage(o);
     printf("  --bench                FlashAttention's benchmark shapes (batch = 16384/N, heads = 2048/D), TFLOP/s table\n"
            "  --backward             the backward kernels (dQ, dK, dV) vs the naive cuBLAS backward; with --bench: at\n"
-           "                         the benchmark shapes; with --check: only the backward's checks; --kernel N: backward kernel N\n"
+           "                         the benchmark shapes; with --check: only the backward's checks; --kernel N: backward kernel N\n"           "  --do FILE.npy          with --backward and --q --k --v: dO = dLoss/dO ([B,H,N,D]); --out-dq/--out-dk/--out-dv\n"
+           "                         FILE.npy write the gradients of the last backward kernel run (float32)\n"
            "  --alibi                the kernels with a score modifier (2, 3) with ALiBi, vs float64 with the bias, timed\n"
            "  --dtype fp8            kernels 15-17: Q, K, V in e4m3 with per-block scales, vs float64 and kernel 14 in fp16;\n"
            "                         with --bench: at the benchmark shapes; --errors: FP8's error table (CPU, no GPU needed)\n"
@@ -421,6 +422,7 @@ int main(int argc, char **argv)
     Opts o;
     DecodeOpts dec;
     int bench = 0, sanitize = 0, backward = 0, alibi = 0, errors = 0;
+    BwdFiles bf = {NULL, NULL, NULL, NULL};
     opts_expand(&argc, &argv);
     opts_init(&o, "step05", OPT_SHAPE | OPT_DTYPE | OPT_CAUSAL | OPT_KERNEL | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK |
                   OPT_NPY, (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16) | (1u << DT_FP8));
@@ -441,10 +443,30 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--backward")) { backward = 1; continue; }
         if (!strcmp(argv[i], "--alibi")) { alibi = 1; continue; }
         if (!strcmp(argv[i], "--errors")) { errors = 1; continue; }
+        const char **file = !strcmp(argv[i], "--do") ? &bf.dout : !strcmp(argv[i], "--out-dq") ? &bf.dq
+                          : !strcmp(argv[i], "--out-dk") ? &bf.dk : !strcmp(argv[i], "--out-dv") ? &bf.dv : NULL;
+        if (file) {
+            if (i + 1 >= argc) usage_error("option %s needs a FILE.npy", argv[i]);
+            *file = argv[++i];
+            continue;
+        }
         usage_error("unknown option '%s' (see --help)", argv[i]);
     }
     if (o.help) { usage(&o); return 0; }
     opts_validate(&o, dtype_size(o.dtype));
+    if (bf.dout || bf.dq || bf.dk || bf.dv) {            /* the backward on the reader's tensors */
+        if (!backward) usage_error("options --do, --out-dq, --out-dk, --out-dv go with --backward");
+        if (bench || sanitize || o.check || alibi || dec.on)
+            usage_error("option --do: the reader's tensors go with the default --backward run (not --bench, --check, "
+                        "--sanitize-shapes, --alibi or --decode)");
+        if (!bf.dout || !o.qfile) usage_error("option --do: the backward on files takes --q, --k, --v and --do, all four");
+        long shp[4];
+        if (npy_shape("--do", bf.dout, shp) != 4 || shp[0] != o.B || shp[1] != o.H || shp[2] != o.N || shp[3] != o.D)
+            usage_error("option --do: %s must have Q's shape [%ld, %ld, %ld, %ld]", bf.dout, o.B, o.H, o.N, o.D);
+    } else if (backward && o.qfile) {
+        usage_error("option --q: with --backward, give dO too (--do FILE.npy)");
+    }
+    if (backward && o.outfile) usage_error("option --out saves the forward's O; the backward writes --out-dq, --out-dk, --out-dv");
     if (dec.on) {
         if (backward || alibi || o.causal || o.qfile || o.outfile)
             usage_error("option --decode runs on its own (causal among the new rows by definition; not with --backward, "
@@ -501,7 +523,7 @@ int main(int argc, char **argv)
         return alibi_run(&o);
     }
     FILE *csv = o.csv ? csv_open(o.csv, CSV_HEADER) : NULL;
-    int rc = backward ? (bench ? bwd_run_bench(&o, csv) : bwd_run_default(&o, csv))
+    int rc = backward ? (bench ? bwd_run_bench(&o, csv) : bwd_run_default(&o, csv, &bf))
                       : bench ? run_bench(&o, csv) : run_default(&o, csv);
     if (csv) fclose(csv);
     return rc;

@@ -99,6 +99,15 @@ bad step05 "decode with backward"  --decode --backward
 bad step05 "fp8: D 32"             --dtype fp8 --dim 32
 bad step05 "fp8 with backward"     --dtype fp8 --backward
 bad step05 "fp8 with kernel 12"    --dtype fp8 --kernel 12
+bad step05 "--do without backward" --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy" --do "$tmp/ok.npy"
+bad step05 "--do without --q"     --backward --do "$tmp/ok.npy"
+bad step05 "backward files, no dO" --backward --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy"
+bad step05 "--do of another shape" --backward --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy" --do "$tmp/other.npy"
+bad step05 "--do not a npy"       --backward --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy" --do "$tmp/junk.npy"
+bad step05 "--do with --bench"    --backward --bench --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy" --do "$tmp/ok.npy"
+bad step05 "--out-dq alone"       --backward --out-dq "$tmp/dq.npy"
+bad step05 "--out with backward"  --backward --out "$tmp/o.npy"
+bad step05 "--out-dk no file"     --backward --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy" --do "$tmp/ok.npy" --out-dk
 bad step05 "errors without fp8"    --errors
 bad step05 "dtype fp9"             --dtype fp9
 bad step06 "bad mask"           --mask sideways
