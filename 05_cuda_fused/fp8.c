@@ -567,41 +567,46 @@ static void check_layout_and_scales(void)
            worst, top, blocks, vbad);
 }
 
-/* The loop kernel 15 runs, on the CPU, against float64 within twice naive FP8's error, at odd N. */
+/* One case of check_loop: the CPU loop against float64, O stored in out_dt (fp16 or bf16). */
+static void loop_case(Fp8Mode mode, long N, long D, int causal, int out_dt)
+{
+    const long H = 2;
+    const size_t n = (size_t)H * N * D;
+    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
+    float *out = xmalloc(n * 4, "O"), *nv = xmalloc(n * 4, "naive O");
+    double *ref = xmalloc(n * 8, "reference");
+    make_inputs(q, k, v, n, 500 + (uint64_t)(N * 4 + (D == 128) * 2 + causal), 0);
+    ref_attention(q, k, v, H, N, D, causal, ref);
+    Fp8Tensors t;
+    if (fp8_quantize(q, k, v, 1, H, N, D, mode, &t) != 0) exit(EXIT_FAIL);
+    t.out = out_dt;
+    fp8_naive_cpu(&t, causal, nv);
+    fp8_flash_cpu(&t, causal, out);
+    double nmax, nrms;
+    err_of(nv, ref, n, &nmax, &nrms);
+    const double tol = tol_fp8(nmax);
+    const Err e = compare(out, ref, n, tol, 0);
+    char name[96], eb[128];
+    snprintf(name, sizeof name, "fp8/cpu-loop %s N=%ld D=%ld%s%s", fp8_mode_name(mode), N, D, causal ? " causal" : "",
+             out_dt == DT_BF16 ? " bf16-out" : "");
+    report(e.n_bad == 0 && e.max_abs <= tol, &e, name, "%s; naive fp8 %.2e, tol %.2e", fmt_err(&e, eb, sizeof eb), nmax, tol);
+    fp8_free(&t);
+    tfree(q); tfree(k); tfree(v); tfree(out); tfree(nv); tfree(ref);
+}
+
+/* The loop kernels 15-17 run, on the CPU, against float64 within twice naive FP8's error, at odd N (and with O in
+ * bf16 at one N). */
 static void check_loop(void)
 {
     static const long Ns[] = {1, 17, 64, 65, 129, 257};
-    for (int mi = 0; mi < 3 * 2; mi++)                  /* mi >= 3: per block again, O stored in bf16 */
-        for (int di = 0; di < 2; di++)
+    for (int mi = 0; mi < 3; mi++)
+        for (long D = 64; D <= 128; D *= 2)
             for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++)
-                for (int causal = 0; causal < 2; causal++) {
-                    const long D = di ? 128 : 64, N = Ns[a], H = 2;
-                    const int bf = mi >= 3;
-                    if (bf && (mi != 3 + FP8_BLOCK || N != 257)) continue;
-                    if (!bf && mi != FP8_BLOCK && (N != 257 || di)) continue; /* the other modes at one shape */
-                    const size_t n = (size_t)H * N * D;
-                    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
-                    float *out = xmalloc(n * 4, "O"), *nv = xmalloc(n * 4, "naive O");
-                    double *ref = xmalloc(n * 8, "reference");
-                    make_inputs(q, k, v, n, 500 + (uint64_t)(N * 4 + di * 2 + causal), 0);
-                    ref_attention(q, k, v, H, N, D, causal, ref);
-                    Fp8Tensors t;
-                    if (fp8_quantize(q, k, v, 1, H, N, D, (Fp8Mode)(mi % 3), &t) != 0) exit(EXIT_FAIL);
-                    t.out = bf ? DT_BF16 : DT_FP16;
-                    fp8_naive_cpu(&t, causal, nv);
-                    fp8_flash_cpu(&t, causal, out);
-                    double nmax, nrms;
-                    err_of(nv, ref, n, &nmax, &nrms);
-                    const double tol = tol_fp8(nmax);
-                    const Err e = compare(out, ref, n, tol, 0);
-                    char name[96], eb[128];
-                    snprintf(name, sizeof name, "fp8/cpu-loop %s N=%ld D=%ld%s%s", fp8_mode_name((Fp8Mode)(mi % 3)), N, D,
-                             causal ? " causal" : "", bf ? " bf16-out" : "");
-                    report(e.n_bad == 0 && e.max_abs <= tol, &e, name, "%s; naive fp8 %.2e, tol %.2e", fmt_err(&e, eb, sizeof eb),
-                           nmax, tol);
-                    fp8_free(&t);
-                    tfree(q); tfree(k); tfree(v); tfree(out); tfree(nv); tfree(ref);
-                }
+                for (int causal = 0; causal < 2; causal++)
+                    if (mi == FP8_BLOCK || (Ns[a] == 257 && D == 64))        /* the other modes at one shape */
+                        loop_case((Fp8Mode)mi, Ns[a], D, causal, DT_FP16);
+    for (long D = 64; D <= 128; D *= 2)                                       /* O stored in bf16 */
+        for (int causal = 0; causal < 2; causal++) loop_case(FP8_BLOCK, 257, D, causal, DT_BF16);
 }
 
 void fp8_cpu_checks(void)
