@@ -400,7 +400,8 @@ static void usage(const Opts *o)
     print_common_usage(o);
     printf("  --bench                FlashAttention's benchmark shapes (batch = 16384/N, heads = 2048/D), TFLOP/s table\n"
            "  --backward             the backward kernels (dQ, dK, dV) vs the naive cuBLAS backward; with --bench: at\n"
-           "                         the benchmark shapes; with --check: only the backward's checks; --kernel N: backward kernel N\n"           "  --do FILE.npy          with --backward and --q --k --v: dO = dLoss/dO ([B,H,N,D]); --out-dq/--out-dk/--out-dv\n"
+           "                         the benchmark shapes; with --check: only the backward's checks; --kernel N: backward kernel N\n"
+           "  --do FILE.npy          with --backward and --q --k --v: dO = dLoss/dO ([B,H,N,D]); --out-dq/--out-dk/--out-dv\n"
            "                         FILE.npy write the gradients of the last backward kernel run (float32)\n"
            "  --alibi                the kernels with a score modifier (2, 3) with ALiBi, vs float64 with the bias, timed\n"
            "  --dtype fp8            kernels 15-17: Q, K, V in e4m3 with per-block scales, vs float64 and kernel 14 in fp16;\n"
