@@ -2,7 +2,7 @@
  * bwd_wgmma.cuh: the Hopper backward of backward kernels 5 and 6
  * (FlashAttention-3's scheme: wgmma, the TMA, warp specialisation), written
  * once; the files set its one parameter (how dQ's part leaves the block) and
- * say what it changes. Built only for sm_90a, like forward kernels 10-14.
+ * say what it changes. Built only for sm_90a, like forward kernels 10-18.
  *
  * One block owns a K/V tile of BC = 128 keys and walks the row tiles, as
  * bwd_mma.cuh's kernels do (flash_backward.c's loops: K/V tile outside, row

@@ -98,6 +98,48 @@ static void time_interleaved(const FusedKernel *const *kns, int n, Problem *p, i
 
 // --- the checks ---------------------------------------------------------------------
 
+/* Kernel 18 runs kernel 14's arithmetic on every row tile, only scheduled otherwise: one block per SM, each taking
+ * several row tiles from a counter. At a shape with more row tiles than the GPU has SMs (B = 4, H = 16, N = 1000:
+ * 512 row tiles of 128 rows) its blocks take several each, one after the other, so its O and L must equal kernel
+ * 14's bit for bit; the grid above (at most 54 row tiles) never gives a block a second one. */
+static void persistent_checks(void)
+{
+    const FusedKernel *k14 = fused_kernel(14), *k18 = fused_kernel(18);
+    char name[160];
+    if (!k14 || !k18 || FUSED_UNAVAILABLE(k18)) return; /* off Hopper: the grid's line said so */
+    for (int dt = DT_FP16; dt <= DT_BF16; dt++)
+        for (long D = 64; D <= 128; D += 64)
+            for (int causal = 0; causal < 2; causal++) {
+                Problem p;
+                problem_make(&p, 4, 16, 1000, D, dt, causal, 1800 + D + causal, NULL);
+                const size_t nl = (size_t)p.B * p.H * p.N;
+                float *L = dmalloc(nl * sizeof(float), "L");
+                float *o[2], *l[2];
+                const FusedKernel *kn[2] = {k14, k18};
+                int ran = 1;
+                for (int x = 0; x < 2; x++) {
+                    o[x] = xmalloc(p.n * 4, "O");
+                    l[x] = xmalloc(nl * 4, "L");
+                    dpoison(p.O, p.n, dt);
+                    dpoison(L, nl, DT_FP32);
+                    ran &= kn[x]->launch_l(p.Q, p.K, p.V, p.O, L, p.B, p.H, p.N, D, dt, causal, NULL) == 0;
+                    gpu_sync_check();
+                    ddownload(o[x], p.O, p.n, dt);
+                    ddownload(l[x], L, nl, DT_FP32);
+                }
+                size_t bad = 0; /* not memcmp: it calls two NaNs (an unwritten, poisoned value) equal; == does not */
+                for (size_t i = 0; i < p.n; i++) bad += !(o[0][i] == o[1][i]);
+                for (size_t i = 0; i < nl; i++) bad += !(l[0][i] == l[1][i]);
+                snprintf(name, sizeof name, "kernel18 %s B=4 H=16 N=1000 D=%ld%s vs kernel 14", dtype_name(dt), D,
+                         causal ? " causal" : "");
+                report(ran && bad == 0, NULL, name, "512 row tiles on one block per SM: O and L bit-identical to kernel 14's "
+                       "(%zu of %zu values differ)", bad, p.n + nl);
+                for (int x = 0; x < 2; x++) { tfree(o[x]); tfree(l[x]); }
+                dfree(L);
+                problem_free(&p);
+            }
+}
+
 /* The forward's grid (fwd), then the backward's (bwd, backward.c); `only`
  * is a forward kernel id, or a backward one when only the backward runs. */
 static int run_checks(long only, int fwd, int bwd)
@@ -108,7 +150,7 @@ static int run_checks(long only, int fwd, int bwd)
     const FusedKernel *const *ks = fused_kernels(&nk);
     char name[160], eb[128];
     printf("device: %s\n", gpu_describe());
-    if (fwd) report_unavailable(0, only); /* a kernel this GPU cannot run (10-14 off Hopper): one line, then silence */
+    if (fwd) report_unavailable(0, only); /* a kernel this GPU cannot run (10-18 off Hopper): one line, then silence */
     for (int dt = 0; dt < 3 && fwd; dt++)
         for (size_t b = 0; b < 4; b++)
             for (size_t a = 0; a < N_CHECK_NS; a++) {
@@ -169,6 +211,7 @@ static int run_checks(long only, int fwd, int bwd)
                     problem_free(&p);
                 }
             }
+    if (fwd && (!only || only == 14 || only == 18)) persistent_checks();
     if (fwd) alibi_checks(only); /* a score modifier, ALiBi, in the kernels that take one (question 5) */
     if (fwd && (!only || only <= 2)) { /* fp32 on large scores: the tolerance scales with naive's error */
         Problem p;
@@ -381,6 +424,19 @@ static int run_sanitize_shapes(const Opts *o, int backward)
                 dfree(L);
                 problem_free(&p);
             }
+    /* Kernel 18 once more where its blocks take several row tiles each (B = 8, H = 16, N = 257: 384 row tiles, more
+     * than any GPU's SMs): the ring of tickets and the second item's Q are only exercised there. */
+    const FusedKernel *k18 = fused_kernel(18);
+    for (int causal = 0; causal < 2 && k18 && opts_kernel(o, 18) && fused_runs(k18, DT_FP16, 64); causal++) {
+        Problem p;
+        problem_make(&p, 8, 16, 257, 64, DT_FP16, causal, 7, NULL);
+        dpoison(p.O, p.n, DT_FP16);
+        if (k18->launch(p.Q, p.K, p.V, p.O, p.B, p.H, p.N, p.D, DT_FP16, causal, NULL) != 0) return EXIT_FAIL;
+        gpu_sync_check();
+        printf("ran kernel 18 fp16 B=8 H=16 N=257 D=64%s (several row tiles per block)\n", causal ? " causal" : "");
+        ran++;
+        problem_free(&p);
+    }
     if (!ran) {
         fprintf(stderr, "%s: --sanitize-shapes: no kernel of --kernel %ld-%ld runs on this GPU\n", g_prog, o->kernel,
                 o->kernel_last);

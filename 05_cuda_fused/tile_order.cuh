@@ -2,7 +2,8 @@
  * tile_order.cuh: which (batch*head, Q row tile) a thread block computes.
  *
  * One block per (bh, row tile); the grid is B*H*row_tiles blocks and the
- * hardware starts them roughly in blockIdx order.
+ * hardware starts them roughly in blockIdx order. (Kernel 18 launches one
+ * block per SM instead and hands the items out from a counter: ticket_tile.)
  *
  * Non-causal, every block does the same work: head-major order, so the blocks
  * of one head run side by side and read its K and V through L2 together.
@@ -28,6 +29,27 @@ __device__ __forceinline__ void block_tile(long row_tiles, int causal, long *bh,
     } else {
         *bh = blockIdx.x / row_tiles;
         *tile = blockIdx.x % row_tiles;
+    }
+}
+
+/* Kernel 18's order: block_tile's, for a ticket from its counter in place of blockIdx.x, with one change for causal:
+ * longest first inside groups of G heads, the groups one after the other. block_tile's order is G = BH, and at short
+ * N it costs memory traffic: it runs row tile 3 of every head, then row tile 2 of every head, ..., so a head's K and V
+ * are read again each round, from DRAM once all heads' K and V (2 x 67 MB at N = 512, D = 128 in the bench) are more
+ * than L2 holds (50 MB on the H100). Nsight Compute on kernels 14 and 18 there: DRAM 71-80% busy, about 460 MB moved
+ * where Q, K, V and O are 268 MB. The launcher picks G so that a group's K and V fill half of L2, and so that a group
+ * has at least two row tiles per SM (the longest-first balance needs a queue to balance). */
+__device__ __forceinline__ void ticket_tile(long ticket, long BH, long row_tiles, int causal, long G, long *bh, long *tile)
+{
+    if (causal) {
+        const long h0 = ticket / (G * row_tiles) * G;     // the group's first head
+        const long r = ticket - h0 * row_tiles;           // the ticket's place in its group
+        const long g = BH - h0 < G ? BH - h0 : G;         // heads in the group (the last may have fewer)
+        *bh = h0 + r % g;
+        *tile = row_tiles - 1 - r / g;
+    } else {
+        *bh = ticket / row_tiles;
+        *tile = ticket % row_tiles;
     }
 }
 

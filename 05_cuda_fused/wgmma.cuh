@@ -235,7 +235,7 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar)
 {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-/* setmaxnreg (sm_90a, kernels 12-14): a warpgroup gives registers back to its
+/* setmaxnreg (sm_90a, kernels 12-14, 16-18): a warpgroup gives registers back to its
  * block's pool (dec) or takes them from it (inc; the pool is what the block got
  * at launch, which is all it can share out), so a block whose warpgroups do
  * different jobs can size each one's register file to its job. R: a multiple

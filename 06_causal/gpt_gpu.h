@@ -37,7 +37,7 @@ extern const GpuAttention GPU_ATTN_NAIVE, GPU_ATTN_FUSED;
  * accumulation. naive-bf16: cuBLAS with S and P in bf16 (P kept, half naive fp32's bytes); fused-bf16:
  * step 05's best tensor-core forward that writes L and its best backward kernel (D = 64, 128). */
 extern const GpuAttention GPU_ATTN_NAIVE_BF16, GPU_ATTN_FUSED_BF16;
-/* "kernel 14 (ping-pong) + backward kernel 4 (one barrier)": what fused-bf16 runs at D here, or NULL. */
+/* "kernel 18 (persistent) + backward kernel 6 (bulk dQ)": what fused-bf16 runs at D here, or NULL. */
 const char *gpu_attn_bf16_kernels(long D);
 
 /* The model on the device: the CPU model's fields (GPT, gpt.h) with device pointers, plus the batch, the
