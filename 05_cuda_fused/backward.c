@@ -374,6 +374,27 @@ static void check_case(long only, int dt, long N, long D, int causal, uint64_t s
                    "%zu of %zu elements differ, %zu not finite, max diff %.1e (tol %.2e)",
                    kv_same ? "bit-identical" : "DIFFER", ndiff, p.n, nonfinite, dqd, tol[0]);
         dfree(ws);
+        /* A kernel that does another's arithmetic in another order of issue
+         * (dkdv_as): its dK and dV are that kernel's, bit for bit. */
+        const BackwardKernel *kx = kb->dkdv_as ? bwd_kernel(kb->dkdv_as) : NULL;
+        if (kx && bwd_runs(kx, dt, D)) {
+            const size_t wsx = kx->workspace(B, H, N, D, dt);
+            void *wx = dmalloc(wsx ? wsx : 1, "backward workspace");
+            snprintf(name, sizeof name, "bwd%d %s N=%ld D=%ld%s vs bwd%d", kb->id, dtype_name(dt), N, D, tag, kx->id);
+            poison_grads(&p);
+            dpoison(wx, wsx / 4, DT_FP32);
+            if (kx->launch(p.Q, p.K, p.V, p.O, p.dO, p.L, p.dQ, p.dK, p.dV, wx, B, H, N, D, dt, causal, NULL) != 0) {
+                report(0, NULL, name, "backward kernel %d refused", kx->id);
+            } else {
+                gpu_sync_check();
+                ddownload(full2[1], p.dK, p.n, dt), ddownload(full2[2], p.dV, p.n, dt);
+                size_t diff = 0; /* == and not memcmp: two NaNs (unwritten, poisoned) must differ */
+                for (size_t x = 0; x < p.n; x++) diff += !(full[1][x] == full2[1][x]) + !(full[2][x] == full2[2][x]);
+                report(diff == 0, NULL, name, "dK, dV bit-identical to backward kernel %d's, whose arithmetic it does "
+                       "(%zu of %zu values differ)", kx->id, diff, 2 * p.n);
+            }
+            dfree(wx);
+        }
     }
     for (int g = 0; g < 3; g++) tfree(full[g]), tfree(full2[g]);
     tfree(rows);

@@ -232,5 +232,5 @@ static void b1_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const BackwardKernel bwd1 = {1, "transcription", "06_causal/flash_backward.c on the GPU, fp32, loop for loop",
-                                    1u << DT_FP32, b1_supports, b1_workspace, b1_launch, b1_describe, NULL, 0};
+                                    1u << DT_FP32, b1_supports, b1_workspace, b1_launch, b1_describe, NULL, 0, 0};
 BWD_REGISTER(bwd1);

@@ -53,5 +53,5 @@ static void b2_describe(long D, int dtype, char *buf, size_t n)
 
 static const BackwardKernel bwd2 = {2, "mma.sync", "the five products on mma.sync, key-major: p and ds stay in registers",
                                     (1u << DT_FP16) | (1u << DT_BF16), bwd_mma_supports, b2_workspace, b2_launch,
-                                    b2_describe, NULL, 0};
+                                    b2_describe, NULL, 0, 0};
 BWD_REGISTER(bwd2);

@@ -52,5 +52,5 @@ static void b3_describe(long D, int dtype, char *buf, size_t n)
 
 static const BackwardKernel bwd3 = {3, "wide K/V tile", "kernel 2 with 128 keys per block: half the row-tile loads and dQ atomics",
                                     (1u << DT_FP16) | (1u << DT_BF16), bwd_mma_supports, b3_workspace, b3_launch,
-                                    b3_describe, NULL, 0};
+                                    b3_describe, NULL, 0, 0};
 BWD_REGISTER(bwd3);

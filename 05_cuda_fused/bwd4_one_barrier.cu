@@ -49,5 +49,5 @@ static void b4_describe(long D, int dtype, char *buf, size_t n)
 
 static const BackwardKernel bwd4 = {4, "one barrier", "kernel 3 with one barrier per row tile (ds^T double-buffered)",
                                     (1u << DT_FP16) | (1u << DT_BF16), bwd_mma_supports, b4_workspace, b4_launch,
-                                    b4_describe, NULL, 0};
+                                    b4_describe, NULL, 0, 0};
 BWD_REGISTER(bwd4);

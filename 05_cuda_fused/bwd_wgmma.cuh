@@ -106,7 +106,7 @@ template <int D, bool BULK> struct BwdWg {
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 
-template <int D, typename T, bool BULK>
+template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP>
 __global__ void __launch_bounds__(BwdWg<D, BULK>::THREADS, 1)
 bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf past N (bwd_prep.cu)
           const float *__restrict__ delta,   // [B, H, Npad] Delta = dO . O, 0 past N
@@ -236,6 +236,14 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
     const float *vec_s = reinterpret_cast<const float *>(base_ptr + C::OFF_VEC);
 
     mbar_wait(kv_full, 0);                        // K_j, V_j have landed
+    /* Kernel 8 (OVERLAP): p^T is computed while dp^T is on the tensor cores;
+     * dV_w += p^T dO_i goes to them before ds^T is computed at D = 128 only:
+     * p^T's A registers are then live beside s^T and dp^T, and at D = 64,
+     * where those two take 128 registers, ptxas has not the room (it
+     * serialised every wgmma of the kernel, "insufficient register
+     * resources"). */
+    static_assert(!OVERLAP || MASK_BRANCH, "kernel 8 extends kernel 7");
+    constexpr bool EARLY_DV = OVERLAP && D == 128;
     long it = 0;
     for (long i0 = i_begin; i0 < N; i0 += BR, it++) {
         const int st = (int)(it % STAGES), use = (int)((it / STAGES) & 1);
@@ -244,7 +252,8 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
         const float *lse_s = vec_s + st * 2 * BR, *dl_s = lse_s + BR;
         mbar_wait(full + 8 * st, use);            // Q_i, dO_i, L_i, Delta_i have landed
 
-        /* s^T = K_w Q_i^T and dp^T = V_w dO_i^T: k = the head dim, 4 steps per 64 columns (32 bytes each). */
+        /* s^T = K_w Q_i^T and dp^T = V_w dO_i^T: k = the head dim, 4 steps per 64 columns (32 bytes each).
+         * Kernel 8 commits them as two groups, so that it can wait for s^T alone. */
         float s[BR / 2], dp[BR / 2];
         wgmma_fence();
 #pragma unroll
@@ -252,23 +261,75 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
             const int off_kv = (ks / 4) * BC * 128 + (ks % 4) * 32, off_q = (ks / 4) * BR * 128 + (ks % 4) * 32;
             wgmma_ss<T, BR, 0, 0>(s, make_desc(k_w + off_kv, 16, 1024), make_desc(q_s + off_q, 16, 1024), ks > 0);
         }
+        if constexpr (OVERLAP) wgmma_commit();
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
             const int off_kv = (ks / 4) * BC * 128 + (ks % 4) * 32, off_q = (ks / 4) * BR * 128 + (ks % 4) * 32;
             wgmma_ss<T, BR, 0, 0>(dp, make_desc(v_w + off_kv, 16, 1024), make_desc(do_s + off_q, 16, 1024), ks > 0);
         }
         wgmma_commit();
-        wgmma_wait<0>();
+        if constexpr (OVERLAP) wgmma_wait<1>();   // s^T is in; dp^T still running
+        else wgmma_wait<0>();
 
         /* p^T and ds^T: element 4 n + e is key key0 + 8 (e / 2), query i0 + 8 n + 2 t + e % 2. */
         const bool need_mask = kw0 + 64 > N || (causal && i0 < kw0 + 63);
         uint32_t pa[BR / 16][4], dsa[BR / 16][4];  // p^T, ds^T as A fragments (k = queries)
+        /* Kernels 7 and 8 (MASK_BRANCH): the loop twice, with the masks and
+         * without, and need_mask choosing once per row tile. With need_mask a
+         * value inside one loop (kernels 5 and 6), nvcc computes the mask of
+         * every element of every row tile, masked or not, and does it before
+         * issuing s^T and dp^T, on the way to the tensor cores: some 260
+         * integer instructions per thread and row tile at D = 64. Kernels 5
+         * and 6 keep their loop as it was, written out again below: called
+         * through the lambda with need_mask, it compiled to other machine
+         * code than the one measured. */
+        if constexpr (OVERLAP) {
+            /* p^T under dp^T's product, in place in s (fp32, for ds^T). */
+            auto p_tile = [&](bool masked) {
 #pragma unroll
-        for (int n = 0; n < BR / 8; n++) {
-            const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * n + 2 * t);
-            const float2 dl = *reinterpret_cast<const float2 *>(dl_s + 8 * n + 2 * t);
-            bwd_p_ds4<T>(s + 4 * n, dp + 4 * n, lse, dl, scale_log2, need_mask, key0, i0 + 8 * n + 2 * t, N, causal,
-                         &pa[n / 2][(n % 2) * 2], &dsa[n / 2][(n % 2) * 2]);
+                for (int n = 0; n < BR / 8; n++) {
+                    const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * n + 2 * t);
+                    bwd_p4(s + 4 * n, lse, scale_log2, masked, key0, i0 + 8 * n + 2 * t, N, causal);
+                    if constexpr (EARLY_DV) bwd_pack4<T>(s + 4 * n, &pa[n / 2][(n % 2) * 2]);
+                }
+            };
+            if (need_mask) p_tile(true);
+            else p_tile(false);
+            if constexpr (EARLY_DV) {             // dV_w += p^T dO_i now: it runs under ds^T's arithmetic
+                wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < BR / 16; ks++) wgmma_rs<T, D, 1>(dv, pa[ks], make_desc(do_s + ks * 2048, BR * 128, 1024), 1);
+                wgmma_commit();
+                wgmma_wait<1>();                  // dp^T is in; dV still running
+            } else {
+                wgmma_wait<0>();                  // dp^T is in
+            }
+#pragma unroll
+            for (int n = 0; n < BR / 8; n++) {
+                const float2 dl = *reinterpret_cast<const float2 *>(dl_s + 8 * n + 2 * t);
+                if constexpr (!EARLY_DV) bwd_pack4<T>(s + 4 * n, &pa[n / 2][(n % 2) * 2]);
+                bwd_ds4<T>(s + 4 * n, dp + 4 * n, dl, &dsa[n / 2][(n % 2) * 2]);
+            }
+        } else if constexpr (MASK_BRANCH) {        // kernel 7: p^T and ds^T together, as kernel 5
+            auto p_ds_tile = [&](bool masked) {
+#pragma unroll
+                for (int n = 0; n < BR / 8; n++) {
+                    const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * n + 2 * t);
+                    const float2 dl = *reinterpret_cast<const float2 *>(dl_s + 8 * n + 2 * t);
+                    bwd_p_ds4<T>(s + 4 * n, dp + 4 * n, lse, dl, scale_log2, masked, key0, i0 + 8 * n + 2 * t, N, causal,
+                                 &pa[n / 2][(n % 2) * 2], &dsa[n / 2][(n % 2) * 2]);
+                }
+            };
+            if (need_mask) p_ds_tile(true);
+            else p_ds_tile(false);
+        } else {                                    // kernels 5 and 6: the same loop, need_mask a value
+#pragma unroll
+            for (int n = 0; n < BR / 8; n++) {
+                const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * n + 2 * t);
+                const float2 dl = *reinterpret_cast<const float2 *>(dl_s + 8 * n + 2 * t);
+                bwd_p_ds4<T>(s + 4 * n, dp + 4 * n, lse, dl, scale_log2, need_mask, key0, i0 + 8 * n + 2 * t, N, causal,
+                             &pa[n / 2][(n % 2) * 2], &dsa[n / 2][(n % 2) * 2]);
+            }
         }
 
         /* ds^T to shared memory in the swizzled layout (keys down, 64 queries
@@ -285,11 +346,11 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
             }
         fence_proxy_async();                      // the threads' stores, read next by the tensor cores
 
-        /* dV_w += p^T dO_i, dK_w += ds^T Q_i: k = the BR queries, 16 rows (2048 bytes) per step. */
+        /* dV_w += p^T dO_i (kernel 8 at D = 128: issued above), dK_w += ds^T Q_i: k = the BR queries, 16 rows (2048 bytes) per step. */
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < BR / 16; ks++) {
-            wgmma_rs<T, D, 1>(dv, pa[ks], make_desc(do_s + ks * 2048, BR * 128, 1024), 1);
+            if constexpr (!EARLY_DV) wgmma_rs<T, D, 1>(dv, pa[ks], make_desc(do_s + ks * 2048, BR * 128, 1024), 1);
             wgmma_rs<T, D, 1>(dk, dsa[ks], make_desc(q_s + ks * 2048, BR * 128, 1024), 1);
         }
         wgmma_commit();
@@ -380,7 +441,7 @@ static inline size_t bwd_wgmma_workspace(long B, long H, long N, long D, int dty
     return ((size_t)2 * B * H * bwd_wgmma_npad(N) + (size_t)B * H * N * D) * sizeof(float);
 }
 
-template <int D, typename T, bool BULK>
+template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP>
 static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
                                const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, int dtype,
                                int causal, cudaStream_t s)
@@ -391,19 +452,19 @@ static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void 
     static KvMaps kv, qo;                         // K, V in boxes of BC rows; Q (.k), dO (.v) in boxes of BR (tma_map.cuh)
     if (kv.get(k, v, B * H, N, D, C::BC, dtype, who) || qo.get(q, dout, B * H, N, D, C::BR, dtype, who))
         return -1;
-    if (smem_opt_in(bwd_wgmma<D, T, BULK>, C::bytes, "backward kernel", id, D)) return -1;
+    if (smem_opt_in(bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP>, C::bytes, "backward kernel", id, D)) return -1;
     const long Npad = bwd_wgmma_npad(N), BH = B * H;
     float *delta = (float *)ws, *lse2 = delta + BH * Npad, *dq_acc = lse2 + BH * Npad;
     if (bwd_preprocess(o, dout, L, delta, lse2, dq_acc, BH, N, Npad, D, dtype, s) != 0) return -1;
     const long kv_tiles = (N + C::BC - 1) / C::BC;
     const float scale = 1.0f / sqrtf((float)D), scale_log2 = 1.4426950408889634f * scale;
-    bwd_wgmma<D, T, BULK><<<(unsigned)(BH * kv_tiles), C::THREADS, C::bytes, s>>>(
+    bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP><<<(unsigned)(BH * kv_tiles), C::THREADS, C::bytes, s>>>(
         lse2, delta, dq_acc, (T *)dk, (T *)dv, N, Npad, kv_tiles, causal, scale_log2, scale, kv.k, kv.v, qo.k, qo.v);
     CUDA_CHECK_LAST();
     return bwd_convert_dq(dq_acc, dq, (size_t)BH * N * D, scale, dtype, s);   // dQ = dQ_acc / sqrt(D)
 }
 
-template <bool BULK>
+template <bool BULK, bool MASK_BRANCH, bool OVERLAP>
 static int bwd_wgmma_launch(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
                             const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D,
                             int dtype, int causal, void *stream)
@@ -411,25 +472,27 @@ static int bwd_wgmma_launch(int id, const void *q, const void *k, const void *v,
     cudaStream_t s = (cudaStream_t)stream;
     if (wgmma_refused()) return -1;
     if (dtype == DT_FP16 && D == 64)
-        return bwd_wgmma_launch_dt<64, __half, BULK>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<64, __half, BULK, MASK_BRANCH, OVERLAP>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_FP16 && D == 128)
-        return bwd_wgmma_launch_dt<128, __half, BULK>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<128, __half, BULK, MASK_BRANCH, OVERLAP>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 64)
-        return bwd_wgmma_launch_dt<64, __nv_bfloat16, BULK>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<64, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 128)
-        return bwd_wgmma_launch_dt<128, __nv_bfloat16, BULK>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<128, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     fprintf(stderr, "%s: backward kernel %d takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, id, dtype_name(dtype), D);
     return -1;
 }
 
-template <bool BULK>
+template <bool BULK, bool MASK_BRANCH, bool OVERLAP>
 static void bwd_wgmma_describe(long D, char *buf, size_t n)
 {
     using C64 = BwdWg<64, BULK>;
     using C128 = BwdWg<128, BULK>;
     snprintf(buf, n, "1 producer + 2 consumer warpgroups (%d/%d registers) x 64 keys (BC=%d), row tiles of BR=%d by TMA in a "
-             "2-stage ring, the 5 products on wgmma, dQ by %s, %zu bytes of shared memory", C64::REG_PRODUCER,
+             "2-stage ring, the 5 products on wgmma%s%s, dQ by %s, %zu bytes of shared memory", C64::REG_PRODUCER,
              C64::REG_CONSUMER, C64::BC, D == 64 ? C64::BR : C128::BR,
+             MASK_BRANCH ? ", the masks only in the row tiles that need them" : "",
+             !OVERLAP ? "" : D == 128 ? " (p^T under dp^T's product, ds^T under dV's)" : " (p^T under dp^T's product)",
              BULK ? "the copy engine's bulk reduce-add" : "fp32 red.global.add", D == 64 ? C64::bytes : C128::bytes);
 }
 

@@ -96,6 +96,10 @@ typedef struct BackwardKernel {
     /* 1 if dQ is the same bit for bit run to run (0: fp32 atomics add the
      * K/V tiles' parts in the order they arrive). */
     int dq_deterministic;
+    /* The id of a kernel whose dK and dV this one's must equal bit for bit
+     * (the same arithmetic, in another order of issue or another way of
+     * adding dQ: --check compares them), or 0. */
+    int dkdv_as;
 } BackwardKernel;
 
 #define BWD_UNAVAILABLE(k) ((k)->unavailable ? (k)->unavailable() : (const char *)0)

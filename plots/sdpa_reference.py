@@ -6,10 +6,13 @@ causal), the same timing rule (CUDA events after a warm-up, median of the
 repeats; each repeat is 10 calls back to back, so that PyTorch's per-call
 dispatch on the host is not timed), random normal inputs. Writes step 05's CSV columns with kernel -2
 (FlashAttention-2) and -3 (cuDNN), so the rows sit beside a --bench --csv.
+--backward times the backward alone (torch.autograd.grad of O with a random dO, the forward run once
+before, its graph kept), with step 05's --bench --backward count (2.5x the forward's flops), beside a
+--bench --backward --csv.
 
 Needs PyTorch with CUDA, which the repository does not depend on and make
 check does not run (the lent H100 has it):
-    python3 plots/sdpa_reference.py results/sdpa_fp16.csv [--causal] [--dtype bf16]"""
+    python3 plots/sdpa_reference.py results/sdpa_fp16.csv [--causal] [--dtype bf16] [--backward]"""
 import statistics
 import sys
 
@@ -19,19 +22,19 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 args = sys.argv[1:]
 if not args or args[0].startswith("-"):
-    sys.exit("usage: python3 plots/sdpa_reference.py OUT.csv [--causal] [--dtype fp16|bf16]")
-out, causal = args[0], "--causal" in args
+    sys.exit("usage: python3 plots/sdpa_reference.py OUT.csv [--causal] [--dtype fp16|bf16] [--backward]")
+out, causal, backward = args[0], "--causal" in args, "--backward" in args
 dtype_name = args[args.index("--dtype") + 1] if "--dtype" in args[:-1] else "fp16"
 if dtype_name not in ("fp16", "bf16") or ("--dtype" in args and "--dtype" not in args[:-1]):
     sys.exit("option --dtype: expected fp16 or bf16")
-unknown = [a for i, a in enumerate(args[1:], 1) if a not in ("--causal", "--dtype") and args[i - 1] != "--dtype"]
+unknown = [a for i, a in enumerate(args[1:], 1) if a not in ("--causal", "--dtype", "--backward") and args[i - 1] != "--dtype"]
 if unknown:
-    sys.exit(f"unknown option '{unknown[0]}' (expected --causal, --dtype fp16|bf16)")
+    sys.exit(f"unknown option '{unknown[0]}' (expected --causal, --dtype fp16|bf16, --backward)")
 dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype_name]
 backends = [(-2, "FlashAttention-2 (SDPA flash)", SDPBackend.FLASH_ATTENTION),
             (-3, "cuDNN (SDPA cudnn)", SDPBackend.CUDNN_ATTENTION)]
 print(f"{torch.cuda.get_device_name()}, PyTorch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
-      f"{dtype_name}{', causal' if causal else ''}: TFLOP/s")
+      f"{dtype_name}{', causal' if causal else ''}{', backward' if backward else ''}: TFLOP/s")
 rows = []
 for D in (64, 128):
     print(f" D={D:<4}         N:" + "".join(f" {N:7d}" for N in (512, 1024, 2048, 4096, 8192, 16384)))
@@ -40,10 +43,18 @@ for D in (64, 128):
         B, H = 16384 // N, 2048 // D
         gen = torch.Generator(device="cuda").manual_seed(N)
         q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
+        if backward:
+            q, k, v = (x.requires_grad_() for x in (q, k, v))
+            dout = torch.randn(B, H, N, D, device="cuda", dtype=dtype, generator=gen)
         for kid, name, be in backends:
             with sdpa_kernel([be]):
+                if backward:  # the back end chosen here, at the forward, also runs the backward
+                    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    call = lambda: torch.autograd.grad(o, (q, k, v), dout, retain_graph=True)
+                else:
+                    call = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                 for _ in range(3):
-                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    call()
                 ms = []
                 # 10 calls back to back per event pair: only the first call's host dispatch is in
                 # the timed window, the others' overlap the kernel before them
@@ -51,14 +62,16 @@ for D in (64, 128):
                     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     a.record()
                     for _ in range(10):
-                        F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                        call()
                     b.record()
                     b.synchronize()
                     ms.append(a.elapsed_time(b) / 10)
+                o = None
             t = statistics.median(ms)
-            tflops = 4.0 * B * H * N * N * D / (2 if causal else 1) / t / 1e9
+            tflops = (2.5 if backward else 1.0) * 4.0 * B * H * N * N * D / (2 if causal else 1) / t / 1e9
             line[kid] += f" {tflops:7.1f}"
-            rows.append(f"bench,{dtype_name},{kid},{name},{B},{H},{N},{D},{int(causal)},{t:.6f},{tflops:.4f},0,0,0")
+            mode = "bench_backward" if backward else "bench"
+            rows.append(f"{mode},{dtype_name},{kid},{name},{B},{H},{N},{D},{int(causal)},{t:.6f},{tflops:.4f},0,0,0")
     for kid, _, _ in backends:
         print(line[kid])
 with open(out, "w") as f:

@@ -1,0 +1,50 @@
+/*
+ * Extends: bwd7_mask_branch.cu; idea: overlap inside a consumer: p^T computed while dp^T is on the tensor cores (D = 128: ds^T while dV is)
+ * Code: bwd_wgmma.cuh with BULK = false, MASK_BRANCH = true, OVERLAP = true
+ *
+ * Backward kernel 8: backward kernel 7 with each wait covering only the
+ * product that the next step reads.
+ *
+ * What changes over backward kernel 7 (one idea: wait for one product at a
+ * time). Kernel 7's consumer issues s^T and dp^T as one group, waits for
+ * both, then computes p^T and ds^T; the exponentials (64 ex2 per thread and
+ * row tile at D = 64) run while the tensor cores wait for the next product.
+ * Here s^T and dp^T are committed as two groups: the consumer waits for
+ * s^T alone and computes p^T (in place, fp32) while dp^T is still on the
+ * tensor cores, then waits for dp^T and computes ds^T. At D = 128 it also
+ * issues dV_w += p^T dO_i before ds^T's arithmetic, which then runs under
+ * it. At D = 64 not: p^T's 32 A registers beside s^T's and dp^T's 128 left
+ * ptxas no room, and it serialised every wgmma of the kernel ("insufficient
+ * register resources"). The arithmetic is kernel 5's (bwd.cuh: bwd_p4,
+ * bwd_ds4): dK and dV are kernel 5's bit for bit (--check compares them).
+ *
+ * Tried and dropped (ptxas): adding row tile i's dQ part under row tile
+ * i + 1's s^T and dp^T (dQ's 32 accumulators live across the loop's turn):
+ * 132 bytes spilled at D = 128 and 260 at D = 64, the spills reading
+ * accumulators still in flight, and ptxas serialised every wgmma ("non
+ * wgmma instructions reading accumulator registers").
+ *
+ * What it costs: nothing in shared memory; registers: ptxas spills 0 bytes
+ * at D = 64 (kernel 5: 20), 4 at D = 128.
+ *
+ * Measured: MEASURED.
+ */
+#include "bwd_wgmma.cuh"
+
+static int b8_launch(const void *q, const void *k, const void *v, const void *o, const void *dout, const float *L,
+                     void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D, int dtype, int causal,
+                     void *stream)
+{
+    return bwd_wgmma_launch<false, true, true>(8, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype, causal, stream);
+}
+
+static void b8_describe(long D, int dtype, char *buf, size_t n)
+{
+    (void)dtype;
+    bwd_wgmma_describe<false, true, true>(D, buf, n);
+}
+
+static const BackwardKernel bwd8 = {8, "consumer overlap", "kernel 7 with p^T computed under dp^T's product (D = 128: ds^T under dV's)",
+                                    (1u << DT_FP16) | (1u << DT_BF16), bwd_wgmma_supports, bwd_wgmma_workspace, b8_launch,
+                                    b8_describe, wgmma_unavailable, 0, 5};
+BWD_REGISTER(bwd8);
