@@ -32,8 +32,9 @@
  * 214.0 and 209.9 in the same run: +56% and +76%; causal 293.5 and 325.9
  * against 198.3 and 199.8 (+48%, +63%). Against FlashAttention-2's 270 and
  * 290 (PyTorch 2.11 SDPA): 124% and 128% (causal 231 and 255: 127% and 128%); against
- * cuDNN's 426 and 489: 78% and 76% (causal 364 and 450: 81% and 72%). The
- * fastest backward here, kernel 6 included. How L_i and Delta_i reach the
+ * cuDNN's 426 and 489: 78% and 76% (causal 364 and 450: 81% and 72%).
+ * Faster than kernel 6; kernels 7 and 8 are faster still (the masks
+ * computed in every row tile here cost 7%). How L_i and Delta_i reach the
  * consumers was worth +37% at D = 64 (bwd_wgmma.cuh: three designs,
  * measured).
  */

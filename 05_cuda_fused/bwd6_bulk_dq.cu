@@ -35,7 +35,8 @@
  * waits for the engine to have read its buffer, stores 64 floats, fences
  * and syncs twice per tile. Kept as the lesson it is: FlashAttention-3's
  * way out of the threads' atomics, measured, slower here. Step 06's
- * fused-bf16 training takes the highest-numbered backward: this one.
+ * fused-bf16 training took it while it was the highest-numbered backward;
+ * it takes kernel 8 now.
  */
 #include "bwd_wgmma.cuh"
 

@@ -140,7 +140,8 @@ flag_lines() {
             for (k = 1; k <= nf; k++) if (s ~ ("(^|[^A-Za-z0-9_])" f[k] "([^A-Za-z0-9_]|$)")) hit = 1
             if (!hit) next
             printf "%s:%d: %s\n", T, NR, $0
-            depth = opens($0)
+            s = $0; sub(/^[ \t]*\}/, "", s)                # "} else if (FLAG) {" opens the block after it
+            depth = opens(s)
         }'
 }
 
