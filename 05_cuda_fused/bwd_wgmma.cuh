@@ -1,8 +1,11 @@
 /*
- * bwd_wgmma.cuh: the Hopper backward of backward kernels 5 and 6
+ * bwd_wgmma.cuh: the Hopper backward of backward kernels 5-8
  * (FlashAttention-3's scheme: wgmma, the TMA, warp specialisation), written
- * once; the files set its one parameter (how dQ's part leaves the block) and
- * say what it changes. Built only for sm_90a, like forward kernels 10-18.
+ * once; the files set its three parameters and say what each changes: BULK
+ * (kernel 6: how dQ's part leaves the block), MASK_BRANCH (kernel 7: the
+ * masks only in the row tiles that need them), OVERLAP (kernel 8: p^T
+ * computed while dp^T is on the tensor cores). Built only for sm_90a, like
+ * forward kernels 10-18.
  *
  * One block owns a K/V tile of BC = 128 keys and walks the row tiles, as
  * bwd_mma.cuh's kernels do (flash_backward.c's loops: K/V tile outside, row
@@ -52,9 +55,9 @@
  *
  * dQ: the part is added into an fp32 accumulator that other blocks add into
  * at the same time (bwd_mma.cuh says why atomics and not a second pass, and
- * that dQ is then not bit-identical run to run): BULK = false (kernel 5)
- * with red.global.add.v2 from registers, BULK = true (kernel 6) through
- * shared memory and the copy engine's bulk reduce-add.
+ * that dQ is then not bit-identical run to run): BULK = false (kernels 5,
+ * 7, 8) with red.global.add.v2 from registers, BULK = true (kernel 6)
+ * through shared memory and the copy engine's bulk reduce-add.
  *
  * Order: blocks go head by head (the head's K/V tiles in order), causal too,
  * where kernels 2-4, causal, go K/V tile by K/V tile across all heads (tile
