@@ -43,6 +43,21 @@ __device__ __forceinline__ void red_add2(float *p, float a, float b)
 #endif
 }
 
+/* Backward kernel 9's ordered additions: a counter in global memory read with
+ * acquire and written with release at the GPU's scope (PTX ISA, "Memory
+ * Consistency Model"): what a block did before its release is seen by the
+ * block whose acquire reads the value. */
+__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release_gpu(unsigned *p, unsigned v)
+{
+    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
 /* The softmax recomputed and its gradient on four elements of a key-major
  * tile (bwd_mma.cuh, bwd_wgmma.cuh): s[e], dp[e] of keys key0 + 8 (e / 2)
  * and queries qry + e % 2, whose L log2 e and Delta are lse, dl (.x: query

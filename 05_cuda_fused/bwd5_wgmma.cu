@@ -1,6 +1,6 @@
 /*
  * Extends: bwd4_one_barrier.cu; idea: the five products on wgmma from swizzled shared memory, a TMA producer warpgroup
- * Code: bwd_wgmma.cuh with BULK = false, MASK_BRANCH = false, OVERLAP = false
+ * Code: bwd_wgmma.cuh with BULK = false, MASK_BRANCH = false, OVERLAP = false, DET = false
  *
  * Backward kernel 5: the backward on Hopper's wgmma and TMA, warp-specialised
  * (FlashAttention-3's scheme; fp16/bf16, D = 64 or 128, causal or not, any N).
@@ -44,13 +44,13 @@ static int b5_launch(const void *q, const void *k, const void *v, const void *o,
                      void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D, int dtype, int causal,
                      void *stream)
 {
-    return bwd_wgmma_launch<false, false, false>(5, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype, causal, stream);
+    return bwd_wgmma_launch<false, false, false, false>(5, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype, causal, stream);
 }
 
 static void b5_describe(long D, int dtype, char *buf, size_t n)
 {
     (void)dtype;
-    bwd_wgmma_describe<false, false, false>(D, buf, n);
+    bwd_wgmma_describe<false, false, false, false>(D, buf, n);
 }
 
 static const BackwardKernel bwd5 = {5, "wgmma + TMA", "the five products on wgmma from swizzled shared memory, a TMA producer warpgroup, setmaxnreg",

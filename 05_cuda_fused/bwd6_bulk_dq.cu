@@ -1,6 +1,6 @@
 /*
  * Extends: bwd5_wgmma.cu; idea: dQ's additions handed to the copy engine (bulk reduce-add from shared memory)
- * Code: bwd_wgmma.cuh with BULK = true, MASK_BRANCH = false, OVERLAP = false
+ * Code: bwd_wgmma.cuh with BULK = true, MASK_BRANCH = false, OVERLAP = false, DET = false
  *
  * Backward kernel 6: backward kernel 5 with dQ added by the copy engine.
  *
@@ -44,13 +44,13 @@ static int b6_launch(const void *q, const void *k, const void *v, const void *o,
                      void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D, int dtype, int causal,
                      void *stream)
 {
-    return bwd_wgmma_launch<true, false, false>(6, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype, causal, stream);
+    return bwd_wgmma_launch<true, false, false, false>(6, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype, causal, stream);
 }
 
 static void b6_describe(long D, int dtype, char *buf, size_t n)
 {
     (void)dtype;
-    bwd_wgmma_describe<true, false, false>(D, buf, n);
+    bwd_wgmma_describe<true, false, false, false>(D, buf, n);
 }
 
 static const BackwardKernel bwd6 = {6, "bulk dQ", "kernel 5 with dQ added by the copy engine (bulk reduce-add from shared memory)",

@@ -1,6 +1,6 @@
 /*
  * Extends: bwd5_wgmma.cu; idea: the masks only in the row tiles that need them (the loop twice, need_mask choosing once)
- * Code: bwd_wgmma.cuh with BULK = false, MASK_BRANCH = true, OVERLAP = false
+ * Code: bwd_wgmma.cuh with BULK = false, MASK_BRANCH = true, OVERLAP = false, DET = false
  *
  * Backward kernel 7: backward kernel 5 without the mask arithmetic in the
  * row tiles that have nothing to mask.
@@ -41,13 +41,13 @@ static int b7_launch(const void *q, const void *k, const void *v, const void *o,
                      void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D, int dtype, int causal,
                      void *stream)
 {
-    return bwd_wgmma_launch<false, true, false>(7, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype, causal, stream);
+    return bwd_wgmma_launch<false, true, false, false>(7, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype, causal, stream);
 }
 
 static void b7_describe(long D, int dtype, char *buf, size_t n)
 {
     (void)dtype;
-    bwd_wgmma_describe<false, true, false>(D, buf, n);
+    bwd_wgmma_describe<false, true, false, false>(D, buf, n);
 }
 
 static const BackwardKernel bwd7 = {7, "mask branch", "kernel 5 with the masks only in the row tiles that need them",

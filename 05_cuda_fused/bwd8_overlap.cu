@@ -1,6 +1,6 @@
 /*
  * Extends: bwd7_mask_branch.cu; idea: overlap inside a consumer: p^T computed while dp^T is on the tensor cores (D = 128: ds^T while dV is)
- * Code: bwd_wgmma.cuh with BULK = false, MASK_BRANCH = true, OVERLAP = true
+ * Code: bwd_wgmma.cuh with BULK = false, MASK_BRANCH = true, OVERLAP = true, DET = false
  *
  * Backward kernel 8: backward kernel 7 with each wait covering only the
  * product that the next step reads.
@@ -46,13 +46,13 @@ static int b8_launch(const void *q, const void *k, const void *v, const void *o,
                      void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D, int dtype, int causal,
                      void *stream)
 {
-    return bwd_wgmma_launch<false, true, true>(8, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype, causal, stream);
+    return bwd_wgmma_launch<false, true, true, false>(8, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype, causal, stream);
 }
 
 static void b8_describe(long D, int dtype, char *buf, size_t n)
 {
     (void)dtype;
-    bwd_wgmma_describe<false, true, true>(D, buf, n);
+    bwd_wgmma_describe<false, true, true, false>(D, buf, n);
 }
 
 static const BackwardKernel bwd8 = {8, "consumer overlap", "kernel 7 with p^T computed under dp^T's product (D = 128: ds^T under dV's)",

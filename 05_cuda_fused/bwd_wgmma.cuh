@@ -109,7 +109,7 @@ template <int D, bool BULK> struct BwdWg {
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 
-template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP>
+template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET>
 __global__ void __launch_bounds__(BwdWg<D, BULK>::THREADS, 1)
 bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf past N (bwd_prep.cu)
           const float *__restrict__ delta,   // [B, H, Npad] Delta = dO . O, 0 past N
@@ -402,6 +402,27 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
                 bulk_commit();
             }
         } else {
+            /* Kernel 9 (DET): this warpgroup's part goes in after K/V tiles
+             * 0 .. jt - 1 have added theirs to the same part of dQ_i, and
+             * before tile jt + 1's: one counter per row tile and warpgroup
+             * (after dQ's accumulator in the workspace, zeroed by the launch),
+             * which thread 0 of the warpgroup waits to see equal jt, and sets
+             * to jt + 1 once the 128 threads' additions are done. Every
+             * element of dQ then receives its parts in the order of j, run
+             * after run. The tiles of one row tile are 0 .. some J, causal
+             * too (a K/V tile's walk starts at the row tile holding its first
+             * key), and tile jt - 1's block starts no later than this one's
+             * (the grid goes in order), so the wait ends. */
+            unsigned *sem = nullptr;
+            if constexpr (DET) {
+                const long row_tiles = (N + BR - 1) / BR;
+                sem = reinterpret_cast<unsigned *>(dq_acc + (long)(gridDim.x / kv_tiles) * N * D) +
+                      (bh * row_tiles + i0 / BR) * 2 + wg;
+                if (threadIdx.x % 128 == 0)
+                    while (ld_acquire_gpu(sem) != (unsigned)jt) {
+                    }
+                asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");   // the warpgroup's 128 threads, after the wait
+            }
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const long row = i0 + 64 * qblk + 16 * wiw + g + 8 * h;
@@ -410,6 +431,11 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
                     for (int n = 0; n < 8; n++)            // dQ_i += ..., with the other K/V blocks
                         red_add2(dq_h + row * D + 64 * dblk + 8 * n + 2 * t, dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
                 }
+            }
+            if constexpr (DET) {
+                __threadfence();                  // this thread's additions performed before the counter moves
+                asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
+                if (threadIdx.x % 128 == 0) st_release_gpu(sem, (unsigned)jt + 1);
             }
         }
     }
@@ -443,8 +469,13 @@ static inline size_t bwd_wgmma_workspace(long B, long H, long N, long D, int dty
     (void)dtype;
     return ((size_t)2 * B * H * bwd_wgmma_npad(N) + (size_t)B * H * N * D) * sizeof(float);
 }
+/* Kernel 9: and after it, a counter per row tile (of 64 queries, the smaller BR) and consumer warpgroup. */
+static inline size_t bwd_wgmma_workspace_det(long B, long H, long N, long D, int dtype)
+{
+    return bwd_wgmma_workspace(B, H, N, D, dtype) + (size_t)B * H * ((N + 63) / 64) * 2 * sizeof(unsigned);
+}
 
-template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP>
+template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET>
 static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
                                const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, int dtype,
                                int causal, cudaStream_t s)
@@ -455,19 +486,20 @@ static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void 
     static KvMaps kv, qo;                         // K, V in boxes of BC rows; Q (.k), dO (.v) in boxes of BR (tma_map.cuh)
     if (kv.get(k, v, B * H, N, D, C::BC, dtype, who) || qo.get(q, dout, B * H, N, D, C::BR, dtype, who))
         return -1;
-    if (smem_opt_in(bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP>, C::bytes, "backward kernel", id, D)) return -1;
+    if (smem_opt_in(bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP, DET>, C::bytes, "backward kernel", id, D)) return -1;
     const long Npad = bwd_wgmma_npad(N), BH = B * H;
     float *delta = (float *)ws, *lse2 = delta + BH * Npad, *dq_acc = lse2 + BH * Npad;
     if (bwd_preprocess(o, dout, L, delta, lse2, dq_acc, BH, N, Npad, D, dtype, s) != 0) return -1;
+    if (DET) CUDA_CHECK(cudaMemsetAsync(dq_acc + BH * N * D, 0, (size_t)BH * ((N + C::BR - 1) / C::BR) * 2 * sizeof(unsigned), s));
     const long kv_tiles = (N + C::BC - 1) / C::BC;
     const float scale = 1.0f / sqrtf((float)D), scale_log2 = 1.4426950408889634f * scale;
-    bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP><<<(unsigned)(BH * kv_tiles), C::THREADS, C::bytes, s>>>(
+    bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP, DET><<<(unsigned)(BH * kv_tiles), C::THREADS, C::bytes, s>>>(
         lse2, delta, dq_acc, (T *)dk, (T *)dv, N, Npad, kv_tiles, causal, scale_log2, scale, kv.k, kv.v, qo.k, qo.v);
     CUDA_CHECK_LAST();
     return bwd_convert_dq(dq_acc, dq, (size_t)BH * N * D, scale, dtype, s);   // dQ = dQ_acc / sqrt(D)
 }
 
-template <bool BULK, bool MASK_BRANCH, bool OVERLAP>
+template <bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET>
 static int bwd_wgmma_launch(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
                             const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D,
                             int dtype, int causal, void *stream)
@@ -475,18 +507,18 @@ static int bwd_wgmma_launch(int id, const void *q, const void *k, const void *v,
     cudaStream_t s = (cudaStream_t)stream;
     if (wgmma_refused()) return -1;
     if (dtype == DT_FP16 && D == 64)
-        return bwd_wgmma_launch_dt<64, __half, BULK, MASK_BRANCH, OVERLAP>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<64, __half, BULK, MASK_BRANCH, OVERLAP, DET>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_FP16 && D == 128)
-        return bwd_wgmma_launch_dt<128, __half, BULK, MASK_BRANCH, OVERLAP>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<128, __half, BULK, MASK_BRANCH, OVERLAP, DET>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 64)
-        return bwd_wgmma_launch_dt<64, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<64, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP, DET>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 128)
-        return bwd_wgmma_launch_dt<128, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<128, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP, DET>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     fprintf(stderr, "%s: backward kernel %d takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, id, dtype_name(dtype), D);
     return -1;
 }
 
-template <bool BULK, bool MASK_BRANCH, bool OVERLAP>
+template <bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET>
 static void bwd_wgmma_describe(long D, char *buf, size_t n)
 {
     using C64 = BwdWg<64, BULK>;
@@ -496,7 +528,10 @@ static void bwd_wgmma_describe(long D, char *buf, size_t n)
              C64::REG_CONSUMER, C64::BC, D == 64 ? C64::BR : C128::BR,
              MASK_BRANCH ? ", the masks only in the row tiles that need them" : "",
              !OVERLAP ? "" : D == 128 ? " (p^T under dp^T's product, ds^T under dV's)" : " (p^T under dp^T's product)",
-             BULK ? "the copy engine's bulk reduce-add" : "fp32 red.global.add", D == 64 ? C64::bytes : C128::bytes);
+             BULK ? "the copy engine's bulk reduce-add"
+             : DET ? "fp32 red.global.add in the order of the K/V tiles (a counter per row tile): deterministic"
+                   : "fp32 red.global.add",
+             D == 64 ? C64::bytes : C128::bytes);
 }
 
 static int bwd_wgmma_supports(long D) { return D == 64 || D == 128; }
