@@ -1,11 +1,11 @@
 /*
- * bwd_wgmma.cuh: the Hopper backward of backward kernels 5-8
+ * bwd_wgmma.cuh: the Hopper backward of backward kernels 5-9
  * (FlashAttention-3's scheme: wgmma, the TMA, warp specialisation), written
- * once; the files set its three parameters and say what each changes: BULK
+ * once; the files set its four parameters and say what each changes: BULK
  * (kernel 6: how dQ's part leaves the block), MASK_BRANCH (kernel 7: the
  * masks only in the row tiles that need them), OVERLAP (kernel 8: p^T
- * computed while dp^T is on the tensor cores). Built only for sm_90a, like
- * forward kernels 10-18.
+ * computed while dp^T is on the tensor cores), DET (kernel 9: dQ's parts
+ * added in a fixed order). Built only for sm_90a, like forward kernels 10-18.
  *
  * One block owns a K/V tile of BC = 128 keys and walks the row tiles, as
  * bwd_mma.cuh's kernels do (flash_backward.c's loops: K/V tile outside, row
@@ -56,8 +56,9 @@
  * dQ: the part is added into an fp32 accumulator that other blocks add into
  * at the same time (bwd_mma.cuh says why atomics and not a second pass, and
  * that dQ is then not bit-identical run to run): BULK = false (kernels 5,
- * 7, 8) with red.global.add.v2 from registers, BULK = true (kernel 6)
- * through shared memory and the copy engine's bulk reduce-add.
+ * 7-9) with red.global.add.v2 from registers, BULK = true (kernel 6)
+ * through shared memory and the copy engine's bulk reduce-add; DET = true
+ * (kernel 9) orders the additions, and dQ is bit-identical.
  *
  * Order: blocks go head by head (the head's K/V tiles in order), causal too,
  * where kernels 2-4, causal, go K/V tile by K/V tile across all heads (tile
@@ -490,7 +491,7 @@ static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void 
     const long Npad = bwd_wgmma_npad(N), BH = B * H;
     float *delta = (float *)ws, *lse2 = delta + BH * Npad, *dq_acc = lse2 + BH * Npad;
     if (bwd_preprocess(o, dout, L, delta, lse2, dq_acc, BH, N, Npad, D, dtype, s) != 0) return -1;
-    if (DET) CUDA_CHECK(cudaMemsetAsync(dq_acc + BH * N * D, 0, (size_t)BH * ((N + C::BR - 1) / C::BR) * 2 * sizeof(unsigned), s));
+    if constexpr (DET) CUDA_CHECK(cudaMemsetAsync(dq_acc + BH * N * D, 0, (size_t)BH * ((N + C::BR - 1) / C::BR) * 2 * sizeof(unsigned), s));
     const long kv_tiles = (N + C::BC - 1) / C::BC;
     const float scale = 1.0f / sqrtf((float)D), scale_log2 = 1.4426950408889634f * scale;
     bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP, DET><<<(unsigned)(BH * kv_tiles), C::THREADS, C::bytes, s>>>(

@@ -129,7 +129,7 @@ static const FusedKernel *bf16_forward(long D)
     return nullptr;
 }
 /* The backward: the highest-numbered one but the deterministic option (backward kernel 9 makes dQ the
- * same bit for bit run to run at 28-60% of kernel 8's speed; training here takes the fastest). */
+ * same bit for bit run to run, 28-61% slower than kernel 8; training here takes the fastest). */
 static const BackwardKernel *bf16_backward(long D)
 {
     int n = 0;
