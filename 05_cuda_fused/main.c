@@ -437,6 +437,18 @@ static int run_sanitize_shapes(const Opts *o, int backward)
         ran++;
         problem_free(&p);
     }
+    /* And causal where the heads go in groups of unequal size (tile_order.cuh: a group's K and V fill half of
+     * L2): B = 4, H = 16, N = 1000, D = 128, 51 heads and then 13 on a 50 MiB L2. */
+    if (k18 && opts_kernel(o, 18) && fused_runs(k18, DT_FP16, 128)) {
+        Problem p;
+        problem_make(&p, 4, 16, 1000, 128, DT_FP16, 1, 7, NULL);
+        dpoison(p.O, p.n, DT_FP16);
+        if (k18->launch(p.Q, p.K, p.V, p.O, p.B, p.H, p.N, p.D, DT_FP16, 1, NULL) != 0) return EXIT_FAIL;
+        gpu_sync_check();
+        printf("ran kernel 18 fp16 B=4 H=16 N=1000 D=128 causal (head groups of unequal size)\n");
+        ran++;
+        problem_free(&p);
+    }
     if (!ran) {
         fprintf(stderr, "%s: --sanitize-shapes: no kernel of --kernel %ld-%ld runs on this GPU\n", g_prog, o->kernel,
                 o->kernel_last);
