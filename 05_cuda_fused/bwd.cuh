@@ -85,11 +85,11 @@ __device__ __forceinline__ void bwd_p_ds4(const float *s, const float *dp, float
     dsa[0] = pack2<T>(ds[0], ds[1]), dsa[1] = pack2<T>(ds[2], ds[3]);
 }
 
-/* The same in two halves, for backward kernel 7, which computes p^T while dp^T
+/* The same in two halves, for backward kernel 8, which computes p^T while dp^T
  * is still on the tensor cores: bwd_p4 turns s into p in place (fp32, kept for
  * ds^T), bwd_pack4 packs four floats into two A-fragment registers, bwd_ds4
  * computes and packs ds^T once dp^T is in. The same operations on the same
- * values as bwd_p_ds4 (kernel 7's p^T and ds^T are kernel 5's bit for bit);
+ * values as bwd_p_ds4 (kernel 8's p^T and ds^T are kernel 5's bit for bit);
  * written apart rather than bwd_p_ds4 made of them, which changed the machine
  * code of kernels 5 and 6 (their measured lines). */
 __device__ __forceinline__ void bwd_p4(float *s, float2 lse, float scale_log2, bool need_mask, long key0, long qry,
