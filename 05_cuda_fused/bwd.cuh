@@ -30,6 +30,20 @@ int bwd_preprocess(const void *o, const void *dout, const float *L, float *delta
 /* dq (dtype) = dq_acc * scale, n elements (n a multiple of 4). */
 int bwd_convert_dq(const float *dq_acc, void *dq, size_t n, float scale, int dtype, cudaStream_t s);
 
+/* Backward kernel 10's dQ accumulator, tiled: [BH][Npad / 64][D / 64] blocks
+ * of 64 x 64 floats, each 16 KB in one piece, so that one bulk reduce-add
+ * sends a consumer warpgroup's whole part of dQ_i (its shared-memory copy
+ * has the same layout). Inside a block, row r's 16-byte chunks are swizzled,
+ * chunk c at c ^ (r % 8) (the TMA's 128-byte swizzle, on 256-byte rows), so
+ * that the consumers' float2 stores of an accumulator fragment (8 rows x 4
+ * lanes of a warp) take 2 passes through the banks and not 8. The offset in
+ * floats of element (r, c) of the block. */
+__host__ __device__ __forceinline__ int bwd_dq_tiled_off(int r, int c) { return r * 64 + (((c / 4) ^ (r % 8)) * 4) + c % 4; }
+
+/* dq (dtype, [BH, N, D]) = dq_acc (tiled as above, [BH, Npad, D] floats) * scale. */
+int bwd_convert_dq_tiled(const float *dq_acc, void *dq, long BH, long N, long Npad, long D, float scale, int dtype,
+                         cudaStream_t s);
+
 /* p[0] += a, p[1] += b in global memory, without reading the result back
  * (RED, not ATOM). sm_90 has one instruction for the pair (8-byte aligned p);
  * older GPUs, two. */

@@ -80,6 +80,24 @@ __global__ void bwd_convert_kernel(const float *__restrict__ acc, T *__restrict_
     }
 }
 
+/* The same from backward kernel 10's tiled accumulator (bwd.cuh): thread i
+ * writes dq's four elements 4 i .. 4 i + 3 of [BH, N, D], read as one
+ * float4 of their block (c % 4 = 0, so the four are one chunk). */
+template <typename T>
+__global__ void bwd_convert_tiled_kernel(const float *__restrict__ acc, T *__restrict__ dq, size_t n4, long N, long Npad,
+                                         int D, float scale)
+{
+    const int dblocks = D / 64, row4 = D / 4;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        const long row = (long)(i / row4), bh = row / N, r = row % N;
+        const int c = (int)(i % row4) * 4;
+        const float *blk = acc + ((bh * (Npad / 64) + r / 64) * dblocks + c / 64) * 4096;
+        float4 x = *reinterpret_cast<const float4 *>(blk + bwd_dq_tiled_off((int)(r % 64), c % 64));
+        x.x *= scale, x.y *= scale, x.z *= scale, x.w *= scale;
+        bwd_store4<T>(dq + 4 * i, x);
+    }
+}
+
 // --- the launchers ------------------------------------------------------------------
 
 int bwd_preprocess(const void *o, const void *dout, const float *L, float *delta, float *lse2, float *dq_zero, long BH,
@@ -111,6 +129,22 @@ int bwd_convert_dq(const float *dq_acc, void *dq, size_t n, float scale, int dty
     const unsigned grid = (unsigned)(n4 / 256 + 1 < 65536 ? n4 / 256 + 1 : 65536);
     if (dtype == DT_FP16) bwd_convert_kernel<__half><<<grid, 256, 0, s>>>(dq_acc, (__half *)dq, n4, scale);
     else bwd_convert_kernel<__nv_bfloat16><<<grid, 256, 0, s>>>(dq_acc, (__nv_bfloat16 *)dq, n4, scale);
+    CUDA_CHECK_LAST();
+    return 0;
+}
+
+int bwd_convert_dq_tiled(const float *dq_acc, void *dq, long BH, long N, long Npad, long D, float scale, int dtype,
+                         cudaStream_t s)
+{
+    if (D % 64 != 0 || Npad % 64 != 0 || Npad < N || dtype == DT_FP32) {
+        fprintf(stderr, "%s: bwd_convert_dq_tiled takes fp16/bf16, D and Npad multiples of 64, not %s, D=%ld, Npad=%ld\n",
+                g_prog, dtype_name(dtype), D, Npad);
+        return -1;
+    }
+    const size_t n4 = (size_t)BH * N * D / 4;
+    const unsigned grid = (unsigned)(n4 / 256 + 1 < 65536 ? n4 / 256 + 1 : 65536);
+    if (dtype == DT_FP16) bwd_convert_tiled_kernel<__half><<<grid, 256, 0, s>>>(dq_acc, (__half *)dq, n4, N, Npad, (int)D, scale);
+    else bwd_convert_tiled_kernel<__nv_bfloat16><<<grid, 256, 0, s>>>(dq_acc, (__nv_bfloat16 *)dq, n4, N, Npad, (int)D, scale);
     CUDA_CHECK_LAST();
     return 0;
 }

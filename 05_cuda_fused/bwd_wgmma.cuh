@@ -1,11 +1,12 @@
 /*
- * bwd_wgmma.cuh: the Hopper backward of backward kernels 5-9
+ * bwd_wgmma.cuh: the Hopper backward of backward kernels 5-10
  * (FlashAttention-3's scheme: wgmma, the TMA, warp specialisation), written
- * once; the files set its four parameters and say what each changes: BULK
+ * once; the files set its five parameters and say what each changes: BULK
  * (kernel 6: how dQ's part leaves the block), MASK_BRANCH (kernel 7: the
  * masks only in the row tiles that need them), OVERLAP (kernel 8: p^T
  * computed while dp^T is on the tensor cores), DET (kernel 9: dQ's parts
- * added in a fixed order). Built only for sm_90a, like forward kernels 10-18.
+ * added in a fixed order), WRITER (kernel 10: dQ's additions sent by the
+ * producer's idle warps). Built only for sm_90a, like forward kernels 10-18.
  *
  * One block owns a K/V tile of BC = 128 keys and walks the row tiles, as
  * bwd_mma.cuh's kernels do (flash_backward.c's loops: K/V tile outside, row
@@ -14,7 +15,8 @@
  *     Q_i and dO_i by tensor map (kernel 11's TMA, 128-byte swizzle) into a
  *     2-stage ring on mbarriers full/empty (kernel 12's ring); its warp 1
  *     stores L_i and Delta_i into the same stage with ordinary loads and
- *     stores (the consumers' loop says why not the TMA); warps 2-3 idle;
+ *     stores (the consumers' loop says why not the TMA); warps 2-3 idle
+ *     (kernel 10: each sends one consumer's dQ parts);
  *   - two consumers, 64 keys each (wgmma's M = 64 rows), that only compute.
  * setmaxnreg gives the producer 24 registers and each consumer 240 (kernel
  * 12's split of the block's 384 x 168).
@@ -58,7 +60,10 @@
  * that dQ is then not bit-identical run to run): BULK = false (kernels 5,
  * 7-9) with red.global.add.v2 from registers, BULK = true (kernel 6)
  * through shared memory and the copy engine's bulk reduce-add; DET = true
- * (kernel 9) orders the additions, and dQ is bit-identical.
+ * (kernel 9) orders the additions, and dQ is bit-identical; WRITER = true
+ * (kernel 10): the part to shared memory, and one bulk reduce-add of all of
+ * it sent by a producer warp, into an accumulator laid out in 64 x 64
+ * blocks (bwd.cuh).
  *
  * Order: blocks go head by head (the head's K/V tiles in order), causal too,
  * where kernels 2-4, causal, go K/V tile by K/V tile across all heads (tile
@@ -89,7 +94,7 @@
 
 // --- the kernel ------------------------------------------------------------------
 
-template <int D, bool BULK> struct BwdWg {
+template <int D, bool BULK, bool WRITER = false> struct BwdWg {
     static constexpr int NWG = 2, BC = 64 * NWG;          // consumer warpgroups, 64 keys each
     static constexpr int BR = D == 64 ? 128 : 64;          // queries per row tile
     static constexpr int STAGES = 2;
@@ -104,17 +109,17 @@ template <int D, bool BULK> struct BwdWg {
     static constexpr int OFF_DS = OFF_Q + 2 * STAGES * ROW_TILE;                // ds^T buffer b at OFF_DS + b DS_TILE
     static constexpr int OFF_VEC = OFF_DS + 2 * DS_TILE;                        // stage s's L_i at OFF_VEC + 2 s VEC, Delta_i after it
     static constexpr int DQ_LD = 72;                                            // dQ part's row pitch in floats (conflict-free float2 stores)
-    static constexpr int OFF_DQ = OFF_VEC + 2 * 2 * VEC;                        // BULK: [NWG][64][DQ_LD] fp32
-    static constexpr int OFF_BAR = OFF_DQ + (BULK ? NWG * 64 * DQ_LD * 4 : 0);  // kv_full, full[STAGES], empty[STAGES]
+    static constexpr int OFF_DQ = OFF_VEC + 2 * 2 * VEC;                        // BULK: [NWG][64][DQ_LD] fp32; WRITER: [NWG][64 x 64] tiled
+    static constexpr int OFF_BAR = OFF_DQ + (BULK ? NWG * 64 * DQ_LD * 4 : WRITER ? NWG * 64 * 64 * 4 : 0);  // kv_full, full[STAGES], empty[STAGES]
     static constexpr size_t bytes = OFF_BAR + 8 * (1 + 2 * STAGES) + 1024;     /* + alignment */
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 
-template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET>
-__global__ void __launch_bounds__(BwdWg<D, BULK>::THREADS, 1)
+template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER>
+__global__ void __launch_bounds__(BwdWg<D, BULK, WRITER>::THREADS, 1)
 bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf past N (bwd_prep.cu)
           const float *__restrict__ delta,   // [B, H, Npad] Delta = dO . O, 0 past N
-          float *__restrict__ dq_acc,        // [B, H, N, D] fp32, zeroed, summed into
+          float *__restrict__ dq_acc,        // [B, H, N, D] fp32, zeroed, summed into (kernel 10: [B, H, Npad, D], tiled)
           T *__restrict__ dK,                // [B, H, N, D]
           T *__restrict__ dV,                // [B, H, N, D]
           long N, long Npad, long kv_tiles, int causal, float scale_log2, float scale,
@@ -124,8 +129,12 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
           const __grid_constant__ CUtensorMap tm_do)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using C = BwdWg<D, BULK>;
+    using C = BwdWg<D, BULK, WRITER>;
     constexpr int BC = C::BC, BR = C::BR, STAGES = C::STAGES;
+    /* dQ_i's share of consumer warpgroup wg: 64 queries (D = 64: queries
+     * 64 wg.., the ds^T column block wg) x 64 head-dim columns (D = 128:
+     * columns 64 wg.., K_j's column block wg). */
+    constexpr int QB = BR / 64, DB = D / 64;
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw_addr = (uint32_t)__cvta_generic_to_shared(smem_raw);
     const uint32_t base = (raw_addr + 1023) & ~1023u;           // 1024-aligned for the swizzle
@@ -195,6 +204,28 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
                     vec_s[s * BR / 2 + x] = x < BR / 4 ? src_l[x] : src_d[x - BR / 4];
                 mbar_arrive(full + 8 * s);
             }
+        } else if (WRITER && threadIdx.x / 32 >= 2) {
+            /* Kernel 10: warp 2 + w sends consumer warpgroup w's dQ parts.
+             * Named barriers 4 + w (the part is in shared memory) and 6 + w
+             * (the engine has read it: the buffer is free), 160 threads each:
+             * the warpgroup's 128 and this warp's 32. The consumers arrive on
+             * the first without waiting and wait on the second only when
+             * their next part is ready, a row tile later. */
+            const int w = threadIdx.x / 32 - 2, lane = threadIdx.x % 32;
+            const uint32_t buf = base + C::OFF_DQ + w * 64 * 64 * 4;
+            asm volatile("bar.arrive %0, 160;\n" ::"r"(6 + w) : "memory");     // the buffer starts free
+            for (long i0 = i_begin; i0 < N; i0 += BR) {
+                asm volatile("bar.sync %0, 160;\n" ::"r"(4 + w) : "memory");   // the part is in
+                if (lane == 0) {
+                    const long blk = (bh * (Npad / 64) + i0 / 64 + (QB == 2 ? w : 0)) * DB + (DB == 2 ? w : 0);
+                    bulk_reduce_add_f32(dq_acc + blk * 4096, buf, 64 * 64 * 4);   // dQ_i += part, 16 KB in one piece
+                    bulk_commit();
+                    bulk_wait_read();                                              // the engine has read the buffer
+                }
+                __syncwarp();
+                if (i0 + BR < N) asm volatile("bar.arrive %0, 160;\n" ::"r"(6 + w) : "memory");   // free for the next part
+            }
+            if (lane == 0) bulk_wait_all();      // the sums done before the block ends
         }
         return;
     }
@@ -204,10 +235,6 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
     const long kw0 = j0 + 64 * wg;                // this warpgroup's 64 keys
     const long key0 = kw0 + 16 * wiw + g;         // this lane's keys: key0 (accumulator rows g) and key0 + 8
     const uint32_t k_w = base + C::OFF_K + 64 * wg * 128, v_w = base + C::OFF_V + 64 * wg * 128;  // K_w, V_w: rows 64 wg..
-    /* dQ_i's share of this warpgroup: 64 queries (D = 64: queries 64 wg.., the
-     * ds^T column block wg) x 64 head-dim columns (D = 128: columns 64 wg..,
-     * K_j's column block wg). */
-    constexpr int QB = BR / 64, DB = D / 64;
     const int qblk = QB == 2 ? wg : 0, dblk = DB == 2 ? wg : 0;
 
     /* dK_w, dV_w: 64 keys x D per warpgroup, fp32, for the whole walk; flat
@@ -384,7 +411,21 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
         mbar_arrive(empty + 8 * st);
 
         float *dq_h = dq_acc + bh * N * D;
-        if constexpr (BULK) {
+        if constexpr (WRITER) {
+            /* Kernel 10: the part into shared memory in the accumulator's
+             * tiled layout, once the writer warp has sent the last one; the
+             * writer sends it. Row 16 wiw + g + 8 h, column 8 n + 2 t. */
+            float *dq_s = reinterpret_cast<float *>(base_ptr + C::OFF_DQ) + wg * 64 * 64;
+            asm volatile("bar.sync %0, 160;\n" ::"r"(6 + wg) : "memory");   // the buffer is free
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int n = 0; n < 8; n++)
+                    *reinterpret_cast<float2 *>(dq_s + bwd_dq_tiled_off(16 * wiw + g + 8 * h, 8 * n + 2 * t)) =
+                        make_float2(dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
+            fence_proxy_async();                  // the stores, read next by the copy engine
+            asm volatile("bar.arrive %0, 160;\n" ::"r"(4 + wg) : "memory");  // the part is in
+        } else if constexpr (BULK) {
             /* This warp's 16 rows of the part to shared memory, then one bulk
              * reduce-add per row (64 floats, 256 bytes) by lanes 0-15. */
             float *dq_s = reinterpret_cast<float *>(base_ptr + C::OFF_DQ) + (64 * wg + 16 * wiw) * C::DQ_LD;
@@ -470,37 +511,45 @@ static inline size_t bwd_wgmma_workspace(long B, long H, long N, long D, int dty
     (void)dtype;
     return ((size_t)2 * B * H * bwd_wgmma_npad(N) + (size_t)B * H * N * D) * sizeof(float);
 }
+/* Kernel 10: the dQ accumulator over whole row tiles of 64 ([B, H, Npad, D] floats, tiled: bwd.cuh). */
+static inline size_t bwd_wgmma_workspace_tiled(long B, long H, long N, long D, int dtype)
+{
+    (void)dtype;
+    return ((size_t)2 * B * H * bwd_wgmma_npad(N) + (size_t)B * H * bwd_wgmma_npad(N) * D) * sizeof(float);
+}
 /* Kernel 9: and after it, a counter per row tile (of 64 queries, the smaller BR) and consumer warpgroup. */
 static inline size_t bwd_wgmma_workspace_det(long B, long H, long N, long D, int dtype)
 {
     return bwd_wgmma_workspace(B, H, N, D, dtype) + (size_t)B * H * ((N + 63) / 64) * 2 * sizeof(unsigned);
 }
 
-template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET>
+template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER>
 static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
                                const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, int dtype,
                                int causal, cudaStream_t s)
 {
-    using C = BwdWg<D, BULK>;
+    using C = BwdWg<D, BULK, WRITER>;
     char who[32];
     snprintf(who, sizeof who, "backward kernel %d", id);
     static KvMaps kv, qo;                         // K, V in boxes of BC rows; Q (.k), dO (.v) in boxes of BR (tma_map.cuh)
     if (kv.get(k, v, B * H, N, D, C::BC, dtype, who) || qo.get(q, dout, B * H, N, D, C::BR, dtype, who))
         return -1;
-    if (smem_opt_in(bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP, DET>, C::bytes, "backward kernel", id, D)) return -1;
+    if (smem_opt_in(bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP, DET, WRITER>, C::bytes, "backward kernel", id, D)) return -1;
     const long Npad = bwd_wgmma_npad(N), BH = B * H;
     float *delta = (float *)ws, *lse2 = delta + BH * Npad, *dq_acc = lse2 + BH * Npad;
-    if (bwd_preprocess(o, dout, L, delta, lse2, dq_acc, BH, N, Npad, D, dtype, s) != 0) return -1;
+    if (bwd_preprocess(o, dout, L, delta, lse2, WRITER ? nullptr : dq_acc, BH, N, Npad, D, dtype, s) != 0) return -1;
+    if constexpr (WRITER) CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, (size_t)BH * Npad * D * sizeof(float), s));   // tiled: the padding rows too
     if constexpr (DET) CUDA_CHECK(cudaMemsetAsync(dq_acc + BH * N * D, 0, (size_t)BH * ((N + C::BR - 1) / C::BR) * 2 * sizeof(unsigned), s));
     const long kv_tiles = (N + C::BC - 1) / C::BC;
     const float scale = 1.0f / sqrtf((float)D), scale_log2 = 1.4426950408889634f * scale;
-    bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP, DET><<<(unsigned)(BH * kv_tiles), C::THREADS, C::bytes, s>>>(
+    bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP, DET, WRITER><<<(unsigned)(BH * kv_tiles), C::THREADS, C::bytes, s>>>(
         lse2, delta, dq_acc, (T *)dk, (T *)dv, N, Npad, kv_tiles, causal, scale_log2, scale, kv.k, kv.v, qo.k, qo.v);
     CUDA_CHECK_LAST();
+    if constexpr (WRITER) return bwd_convert_dq_tiled(dq_acc, dq, BH, N, Npad, D, scale, dtype, s);
     return bwd_convert_dq(dq_acc, dq, (size_t)BH * N * D, scale, dtype, s);   // dQ = dQ_acc / sqrt(D)
 }
 
-template <bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET>
+template <bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER = false>
 static int bwd_wgmma_launch(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
                             const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D,
                             int dtype, int causal, void *stream)
@@ -508,28 +557,29 @@ static int bwd_wgmma_launch(int id, const void *q, const void *k, const void *v,
     cudaStream_t s = (cudaStream_t)stream;
     if (wgmma_refused()) return -1;
     if (dtype == DT_FP16 && D == 64)
-        return bwd_wgmma_launch_dt<64, __half, BULK, MASK_BRANCH, OVERLAP, DET>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<64, __half, BULK, MASK_BRANCH, OVERLAP, DET, WRITER>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_FP16 && D == 128)
-        return bwd_wgmma_launch_dt<128, __half, BULK, MASK_BRANCH, OVERLAP, DET>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<128, __half, BULK, MASK_BRANCH, OVERLAP, DET, WRITER>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 64)
-        return bwd_wgmma_launch_dt<64, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP, DET>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<64, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP, DET, WRITER>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 128)
-        return bwd_wgmma_launch_dt<128, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP, DET>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<128, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP, DET, WRITER>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     fprintf(stderr, "%s: backward kernel %d takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, id, dtype_name(dtype), D);
     return -1;
 }
 
-template <bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET>
+template <bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER = false>
 static void bwd_wgmma_describe(long D, char *buf, size_t n)
 {
-    using C64 = BwdWg<64, BULK>;
-    using C128 = BwdWg<128, BULK>;
+    using C64 = BwdWg<64, BULK, WRITER>;
+    using C128 = BwdWg<128, BULK, WRITER>;
     snprintf(buf, n, "1 producer + 2 consumer warpgroups (%d/%d registers) x 64 keys (BC=%d), row tiles of BR=%d by TMA in a "
              "2-stage ring, the 5 products on wgmma%s%s, dQ by %s, %zu bytes of shared memory", C64::REG_PRODUCER,
              C64::REG_CONSUMER, C64::BC, D == 64 ? C64::BR : C128::BR,
              MASK_BRANCH ? ", the masks only in the row tiles that need them" : "",
              !OVERLAP ? "" : D == 128 ? " (p^T under dp^T's product, ds^T under dV's)" : " (p^T under dp^T's product)",
              BULK ? "the copy engine's bulk reduce-add"
+             : WRITER ? "one bulk reduce-add per 64 x 64 part, sent by a producer warp (2 writer warps)"
              : DET ? "fp32 red.global.add in the order of the K/V tiles (a counter per row tile): deterministic"
                    : "fp32 red.global.add",
              D == 64 ? C64::bytes : C128::bytes);
