@@ -132,6 +132,7 @@ flag_lines() {
     code "$t" "" "$part" | awk -v flags="$*" -v T="$(basename "$t")" '
         BEGIN { nf = split(flags, f, " ") }
         function opens(s,   o, c) { o = gsub(/\{/, "{", s); c = gsub(/\}/, "}", s); return o - c }
+        depth == 1 && /^[ \t]*\}[ \t]*else[ \t]+if/ { printf "%s:%d: %s\n", T, NR, $0; depth = 0; shown = NR }   # "} else if (X) {" opens the block of X, not of the flag
         depth > 0 { if ($0 ~ /[^ \t]/) printf "%s:%d: %s\n", T, NR, $0; depth += opens($0); next }
         {
             s = $0
@@ -139,7 +140,7 @@ flag_lines() {
             hit = 0
             for (k = 1; k <= nf; k++) if (s ~ ("(^|[^A-Za-z0-9_])" f[k] "([^A-Za-z0-9_]|$)")) hit = 1
             if (!hit) next
-            printf "%s:%d: %s\n", T, NR, $0
+            if (shown != NR) printf "%s:%d: %s\n", T, NR, $0
             s = $0; sub(/^[ \t]*\}/, "", s)                # "} else if (FLAG) {" opens the block after it
             depth = opens(s)
         }'
