@@ -1,7 +1,8 @@
 """csvio.py: what the plot scripts share: read a step's --csv file (header
 row, then rows), or exit with one clear line when it is missing or malformed;
-sets matplotlib's headless backend; and draws step 05's bench curves (the
-forward and the backward pictures draw them alike)."""
+sets matplotlib's headless backend; and draws step 05's bench curves and
+plots/sdpa_reference.py's beside them (the forward and the backward pictures
+draw them alike)."""
 import csv
 import sys
 
@@ -53,3 +54,23 @@ def plot_kernels(ax, rows, D, path, naive_label, kernel_label):
         color = "black" if k == 0 else plt.cm.viridis(kernels.index(k) / max(1, len(kernels) - 1) * 0.9)
         ax.plot(*zip(*pts), "o--" if k == 0 else "o-", color=color,
                 label=naive_label if k == 0 else kernel_label(k, rs[0]["name"]))
+
+
+def references(ref, mode, like, like_path):
+    """plots/sdpa_reference.py's rows of `mode` in ref (None: none) of the dtype and mask of row `like`."""
+    if not ref:
+        return []
+    rows = [r for r in read(ref, ["mode", "dtype", "causal", "kernel", "name", "N", "D", "tflops"]) if r["mode"] == mode]
+    same = [r for r in rows if r["dtype"] == like["dtype"] and int(num(r, "causal", ref)) == int(num(like, "causal", like_path))]
+    if not same:
+        print(f"{ref}: no {mode} rows of {like['dtype']}, causal = {like['causal']}: drawn without the references")
+    return same
+
+
+def plot_references(ax, refrows, D, ref):
+    """FlashAttention-2 (kernel -2) and cuDNN (kernel -3) at head dim D, dotted."""
+    for k, style, color in ((-2, "s:", "tab:red"), (-3, "^:", "tab:orange")):
+        rs = [r for r in refrows if int(num(r, "D", ref)) == D and int(num(r, "kernel", ref)) == k]
+        if rs:
+            pts = sorted((num(r, "N", ref), num(r, "tflops", ref)) for r in rs)
+            ax.plot(*zip(*pts), style, color=color, label=rs[0]["name"])

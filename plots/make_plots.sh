@@ -34,9 +34,10 @@ if ./step05 --help >/dev/null 2>&1 && ./step05 --kernel 1 --seq 64 --repeat 1 >/
     if [ "$quick" = quick ]; then big="--seq 1024 --steps 2"; else big=""; fi
     ./step06 --train --device gpu --big $big --csv results/train_gpu_big.csv >/dev/null
     $py plots/memory.py results/step02_gpu.csv results/memory_gpu.png
-    ref=""   # FlashAttention-2 and cuDNN beside the kernels, where PyTorch with CUDA is installed (not in quick)
+    ref=""; bref=""   # FlashAttention-2 and cuDNN beside the kernels, where PyTorch with CUDA is installed (not in quick)
     if [ "$quick" != quick ] && $py -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
         $py plots/sdpa_reference.py results/sdpa_fp16.csv >/dev/null && ref=results/sdpa_fp16.csv
+        $py plots/sdpa_reference.py results/sdpa_backward_fp16.csv --backward >/dev/null && bref=results/sdpa_backward_fp16.csv
     fi
     $py plots/throughput.py results/bench_fp16.csv results/throughput_fp16.png $ref
     if [ "$quick" != quick ]; then  # the decode benchmark (half a minute), and its references where PyTorch is
@@ -45,7 +46,7 @@ if ./step05 --help >/dev/null 2>&1 && ./step05 --kernel 1 --seq 64 --repeat 1 >/
         [ -n "$ref" ] && $py plots/sdpa_decode.py results/sdpa_decode_fp16.csv >/dev/null && dref=results/sdpa_decode_fp16.csv
         $py plots/decode.py results/decode_fp16.csv results/decode_fp16.png $dref
     fi
-    $py plots/backward_throughput.py results/bench_backward_fp16.csv results/backward_fp16.png
+    $py plots/backward_throughput.py results/bench_backward_fp16.csv results/backward_fp16.png $bref
     $py plots/causal.py results/step06_gpu.csv results/causal_gpu.png
     $py plots/loss_curves.py results/train_gpu.csv results/loss_curves_gpu.png "./step06 --train --device gpu"
     $py plots/train_gpu.py results/train_gpu_big.csv results/train_gpu_big.png
