@@ -101,12 +101,13 @@ static void time_interleaved(const FusedKernel *const *kns, int n, Problem *p, i
 /* Kernel 18 runs kernel 14's arithmetic on every row tile, only scheduled otherwise: one block per SM, each taking
  * several row tiles from a counter. At a shape with more row tiles than the GPU has SMs (B = 4, H = 16, N = 1000:
  * 512 row tiles of 128 rows) its blocks take several each, one after the other, so its O and L must equal kernel
- * 14's bit for bit; the grid above (at most 54 row tiles) never gives a block a second one. */
-static void persistent_checks(void)
+ * 14's bit for bit; the grid above (at most 54 row tiles) never gives a block a second one. Kernel 19 (kernel 18
+ * storing O otherwise) the same. */
+static void persistent_check(int id)
 {
-    const FusedKernel *k14 = fused_kernel(14), *k18 = fused_kernel(18);
+    const FusedKernel *k14 = fused_kernel(14), *kp = fused_kernel(id);
     char name[160];
-    if (!k14 || !k18 || FUSED_UNAVAILABLE(k18)) return; /* off Hopper: the grid's line said so */
+    if (!k14 || !kp || FUSED_UNAVAILABLE(kp)) return; /* off Hopper: the grid's line said so */
     for (int dt = DT_FP16; dt <= DT_BF16; dt++)
         for (long D = 64; D <= 128; D += 64)
             for (int causal = 0; causal < 2; causal++) {
@@ -115,7 +116,7 @@ static void persistent_checks(void)
                 const size_t nl = (size_t)p.B * p.H * p.N;
                 float *L = dmalloc(nl * sizeof(float), "L");
                 float *o[2], *l[2];
-                const FusedKernel *kn[2] = {k14, k18};
+                const FusedKernel *kn[2] = {k14, kp};
                 int ran = 1;
                 for (int x = 0; x < 2; x++) {
                     o[x] = xmalloc(p.n * 4, "O");
@@ -130,7 +131,7 @@ static void persistent_checks(void)
                 size_t bad = 0; /* not memcmp: it calls two NaNs (an unwritten, poisoned value) equal; == does not */
                 for (size_t i = 0; i < p.n; i++) bad += !(o[0][i] == o[1][i]);
                 for (size_t i = 0; i < nl; i++) bad += !(l[0][i] == l[1][i]);
-                snprintf(name, sizeof name, "kernel18 %s B=4 H=16 N=1000 D=%ld%s vs kernel 14", dtype_name(dt), D,
+                snprintf(name, sizeof name, "kernel%d %s B=4 H=16 N=1000 D=%ld%s vs kernel 14", id, dtype_name(dt), D,
                          causal ? " causal" : "");
                 report(ran && bad == 0, NULL, name, "512 row tiles on one block per SM: O and L bit-identical to kernel 14's "
                        "(%zu of %zu values differ)", bad, p.n + nl);
@@ -138,6 +139,12 @@ static void persistent_checks(void)
                 dfree(L);
                 problem_free(&p);
             }
+}
+
+static void persistent_checks(long only) /* only: --kernel's id, 0 for all */
+{
+    for (int id = 18; id <= 19; id++)
+        if (!only || only == 14 || only == id) persistent_check(id);
 }
 
 /* The forward's grid (fwd), then the backward's (bwd, backward.c); `only`
@@ -211,7 +218,7 @@ static int run_checks(long only, int fwd, int bwd)
                     problem_free(&p);
                 }
             }
-    if (fwd && (!only || only == 14 || only == 18)) persistent_checks();
+    if (fwd && (!only || only == 14 || only == 18 || only == 19)) persistent_checks(only);
     if (fwd) alibi_checks(only); /* a score modifier, ALiBi, in the kernels that take one (question 5) */
     if (fwd && (!only || only <= 2)) { /* fp32 on large scores: the tolerance scales with naive's error */
         Problem p;
@@ -424,30 +431,32 @@ static int run_sanitize_shapes(const Opts *o, int backward)
                 dfree(L);
                 problem_free(&p);
             }
-    /* Kernel 18 once more where its blocks take several row tiles each (B = 8, H = 16, N = 257: 384 row tiles, more
-     * than any GPU's SMs): the ring of tickets and the second item's Q are only exercised there. */
-    const FusedKernel *k18 = fused_kernel(18);
-    for (int causal = 0; causal < 2 && k18 && opts_kernel(o, 18) && fused_runs(k18, DT_FP16, 64); causal++) {
-        Problem p;
-        problem_make(&p, 8, 16, 257, 64, DT_FP16, causal, 7, NULL);
-        dpoison(p.O, p.n, DT_FP16);
-        if (k18->launch(p.Q, p.K, p.V, p.O, p.B, p.H, p.N, p.D, DT_FP16, causal, NULL) != 0) return EXIT_FAIL;
-        gpu_sync_check();
-        printf("ran kernel 18 fp16 B=8 H=16 N=257 D=64%s (several row tiles per block)\n", causal ? " causal" : "");
-        ran++;
-        problem_free(&p);
-    }
-    /* And causal where the heads go in groups of unequal size (tile_order.cuh: a group's K and V fill half of
-     * L2): B = 4, H = 16, N = 1000, D = 128, 51 heads and then 13 on a 50 MiB L2. */
-    if (k18 && opts_kernel(o, 18) && fused_runs(k18, DT_FP16, 128)) {
-        Problem p;
-        problem_make(&p, 4, 16, 1000, 128, DT_FP16, 1, 7, NULL);
-        dpoison(p.O, p.n, DT_FP16);
-        if (k18->launch(p.Q, p.K, p.V, p.O, p.B, p.H, p.N, p.D, DT_FP16, 1, NULL) != 0) return EXIT_FAIL;
-        gpu_sync_check();
-        printf("ran kernel 18 fp16 B=4 H=16 N=1000 D=128 causal (head groups of unequal size)\n");
-        ran++;
-        problem_free(&p);
+    /* The persistent kernels 18 and 19 once more where their blocks take several row tiles each (B = 8, H = 16,
+     * N = 257: 384 row tiles, more than any GPU's SMs): the ring of tickets and the second item's Q are only
+     * exercised there; and causal where the heads go in groups of unequal size (tile_order.cuh: a group's K and V
+     * fill half of L2): B = 4, H = 16, N = 1000, D = 128, 51 heads and then 13 on a 50 MiB L2. */
+    for (int id = 18; id <= 19; id++) {
+        const FusedKernel *kp = fused_kernel(id);
+        for (int causal = 0; causal < 2 && kp && opts_kernel(o, id) && fused_runs(kp, DT_FP16, 64); causal++) {
+            Problem p;
+            problem_make(&p, 8, 16, 257, 64, DT_FP16, causal, 7, NULL);
+            dpoison(p.O, p.n, DT_FP16);
+            if (kp->launch(p.Q, p.K, p.V, p.O, p.B, p.H, p.N, p.D, DT_FP16, causal, NULL) != 0) return EXIT_FAIL;
+            gpu_sync_check();
+            printf("ran kernel %d fp16 B=8 H=16 N=257 D=64%s (several row tiles per block)\n", id, causal ? " causal" : "");
+            ran++;
+            problem_free(&p);
+        }
+        if (kp && opts_kernel(o, id) && fused_runs(kp, DT_FP16, 128)) {
+            Problem p;
+            problem_make(&p, 4, 16, 1000, 128, DT_FP16, 1, 7, NULL);
+            dpoison(p.O, p.n, DT_FP16);
+            if (kp->launch(p.Q, p.K, p.V, p.O, p.B, p.H, p.N, p.D, DT_FP16, 1, NULL) != 0) return EXIT_FAIL;
+            gpu_sync_check();
+            printf("ran kernel %d fp16 B=4 H=16 N=1000 D=128 causal (head groups of unequal size)\n", id);
+            ran++;
+            problem_free(&p);
+        }
     }
     if (!ran) {
         fprintf(stderr, "%s: --sanitize-shapes: no kernel of --kernel %ld-%ld runs on this GPU\n", g_prog, o->kernel,

@@ -1,11 +1,12 @@
 /*
- * overlap.cuh: the forward of kernels 13, 14 and 18 written once (as bwd_mma.cuh
- * is the backward of kernels 2-4): kernel 12's producer and consumer
- * warpgroups with the softmax of tile j under the product P_{j-1} V_{j-1}
- * (kernel 13's idea, its header says it), with PINGPONG the two consumer
- * warpgroups taking turns at the tensor cores (kernel 14's), and with PERSIST
- * one block per SM walking row tiles handed out by a counter, Q brought by the
- * copy engine (kernel 18's). Built only for sm_90a, like kernels 10-12.
+ * overlap.cuh: the forward of kernels 13, 14, 18 and 19 written once (as
+ * bwd_mma.cuh is the backward of kernels 2-4): kernel 12's producer and
+ * consumer warpgroups with the softmax of tile j under the product
+ * P_{j-1} V_{j-1} (kernel 13's idea, its header says it), with PINGPONG the
+ * two consumer warpgroups taking turns at the tensor cores (kernel 14's), with
+ * PERSIST one block per SM walking row tiles handed out by a counter, Q
+ * brought by the copy engine (kernel 18's), and with WIDE_O O stored 16 bytes
+ * a lane (kernel 19's). Built only for sm_90a, like kernels 10-12.
  */
 #ifndef OVERLAP_CUH
 #define OVERLAP_CUH
@@ -43,8 +44,9 @@ template <int D> struct K13 {
  * The cost: two launches of kernel 18 must not run at the same time (one stream: every caller here). */
 static __device__ unsigned g_tickets;
 
-/* The body of the kernels below, PERSIST or not (tm_q, BH, G and ticket0 are read only when PERSIST). */
-template <int D, typename T, bool PINGPONG, bool PERSIST>
+/* The body of the kernels below, PERSIST or not (tm_q, BH, G and ticket0 are read only when PERSIST); WIDE_O: kernel
+ * 19's store of O. */
+template <int D, typename T, bool PINGPONG, bool PERSIST, bool WIDE_O = false>
 __device__ __forceinline__ void overlap_body(const T *__restrict__ Q, T *__restrict__ O, float *__restrict__ L, long N,
                                              long row_tiles, int causal, float scale_log2, const CUtensorMap &tm_k,
                                              const CUtensorMap &tm_v, const CUtensorMap &tm_q, long BH, long G, unsigned ticket0)
@@ -345,10 +347,34 @@ __device__ __forceinline__ void overlap_body(const T *__restrict__ Q, T *__restr
             for (int off = 1; off <= 2; off *= 2) lr += __shfl_xor_sync(0xffffffffu, lr, off);
             const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
             const long row = h ? row_g8 : row_g;
-            if (row < N) {
+            if constexpr (WIDE_O) {
+                /* Kernel 19: lane t of a quad holds 4 bytes (columns 2t, 2t+1) of each 16-byte column block n of
+                 * its row; a 4 x 4 transpose inside the quad, two rounds of shuffles on 4 blocks n0..n0+3, leaves
+                 * lane t all 16 bytes of block n0 + t: one 16-byte store where there were four of 4 bytes. Round 1
+                 * (lanes t, t^1): the pair's words of blocks n0 + (t & 1) and n0 + 2 + (t & 1), 8 bytes each, columns
+                 * 4 (t >> 1)..; round 2 (lanes t, t^2): the other 8 bytes of one of them. The shuffles run in every
+                 * lane (rows past N too): __shfl_xor_sync names the whole warp. */
+                const bool odd = t & 1, hi = t >> 1;
 #pragma unroll
-                for (int n = 0; n < D / 8; n++)
-                    *reinterpret_cast<uint32_t *>(Oh + row * D + n * 8 + 2 * t) = pack2<T>(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+                for (int n0 = 0; n0 < D / 8; n0 += 4) {
+                    uint32_t w[4];
+#pragma unroll
+                    for (int b = 0; b < 4; b++) w[b] = pack2<T>(o[4 * (n0 + b) + 2 * h] * inv, o[4 * (n0 + b) + 2 * h + 1] * inv);
+                    const uint32_t r0 = __shfl_xor_sync(0xffffffffu, odd ? w[0] : w[1], 1);
+                    const uint32_t r1 = __shfl_xor_sync(0xffffffffu, odd ? w[2] : w[3], 1);
+                    const uint32_t a0 = odd ? r0 : w[0], a1 = odd ? w[1] : r0;   // block n0 + odd, columns 4 hi..4 hi + 3
+                    const uint32_t c0 = odd ? r1 : w[2], c1 = odd ? w[3] : r1;   // block n0 + 2 + odd, the same columns
+                    const uint32_t s0 = __shfl_xor_sync(0xffffffffu, hi ? a0 : c0, 2);
+                    const uint32_t s1 = __shfl_xor_sync(0xffffffffu, hi ? a1 : c1, 2);
+                    const uint4 v = hi ? make_uint4(s0, s1, c0, c1) : make_uint4(a0, a1, s0, s1);
+                    if (row < N) *reinterpret_cast<uint4 *>(Oh + row * D + (n0 + t) * 8) = v;
+                }
+            }
+            if (row < N) {
+                if constexpr (!WIDE_O)
+#pragma unroll
+                    for (int n = 0; n < D / 8; n++)
+                        *reinterpret_cast<uint32_t *>(Oh + row * D + n * 8 + 2 * t) = pack2<T>(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
                 if (L != nullptr && t == 0)   // the quad's four lanes hold the same m and l
                     L[bh * N + row] = lr > 0.0f ? m[h] * 0.69314718055994531f + logf(lr) : -INFINITY; // L = m + log l
             }
@@ -376,14 +402,14 @@ wgmma_overlap(const T *__restrict__ Q,  // [B, H, N, D]
 }
 
 /* Kernel 18: one block per SM (gridDim.x <= BH * row_tiles), Q as a tensor map too, the tickets from ticket0 on, causal
- * row tiles in groups of G heads (tile_order.cuh). */
-template <int D, typename T>
+ * row tiles in groups of G heads (tile_order.cuh). Kernel 19: WIDE_O. */
+template <int D, typename T, bool WIDE_O>
 __global__ void __launch_bounds__(K13<D>::THREADS, 1)
 wgmma_persist(const T *__restrict__ Q, T *__restrict__ O, float *__restrict__ L, long N, long row_tiles, int causal,
               float scale_log2, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
               const __grid_constant__ CUtensorMap tm_q, long BH, long G, unsigned ticket0)
 {
-    overlap_body<D, T, true, true>(Q, O, L, N, row_tiles, causal, scale_log2, tm_k, tm_v, tm_q, BH, G, ticket0);
+    overlap_body<D, T, true, true, WIDE_O>(Q, O, L, N, row_tiles, causal, scale_log2, tm_k, tm_v, tm_q, BH, G, ticket0);
 }
 
 
@@ -412,7 +438,7 @@ static int overlap_launch_dt(int id, const void *q, const void *k, const void *v
  * the first launch of each instance only: a host call between the timer's start and the launch is in the time. */
 static unsigned g_ticket0;                        // where the next launch's tickets start (g_tickets, above)
 
-template <int D, typename T>
+template <int D, typename T, bool WIDE_O>
 static int persist_launch_dt(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
                              int dtype, int causal, cudaStream_t s)
 {
@@ -424,7 +450,7 @@ static int persist_launch_dt(int id, const void *q, const void *k, const void *v
     static int sms = 0, l2 = 0;
     if (sms == 0) {
         int dev = 0;
-        if (smem_opt_in(wgmma_persist<D, T>, C::bytes_persist, "kernel", id, D)) return -1;
+        if (smem_opt_in(wgmma_persist<D, T, WIDE_O>, C::bytes_persist, "kernel", id, D)) return -1;
         CUDA_CHECK(cudaGetDevice(&dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -441,34 +467,35 @@ static int persist_launch_dt(int id, const void *q, const void *k, const void *v
     if (G * row_tiles < 2L * sms) G = (2L * sms + row_tiles - 1) / row_tiles;
     if (G > B * H) G = B * H;
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
-    wgmma_persist<D, T><<<(unsigned)grid, C::THREADS, C::bytes_persist, s>>>((const T *)q, (T *)o, Lp, N, row_tiles, causal,
-                                                                              scale_log2, maps.k, maps.v, qmaps.k, B * H, G, g_ticket0);
+    wgmma_persist<D, T, WIDE_O><<<(unsigned)grid, C::THREADS, C::bytes_persist, s>>>((const T *)q, (T *)o, Lp, N, row_tiles,
+                                                                                      causal, scale_log2, maps.k, maps.v,
+                                                                                      qmaps.k, B * H, G, g_ticket0);
     CUDA_CHECK_LAST();
     g_ticket0 += (unsigned)(items + grid);        // every item's ticket, and one past the end per block
     return 0;
 }
 
-/* One (D, dtype) instance of kernel 13, 14 (PERSIST false) or 18. */
-template <int D, typename T, bool PINGPONG, bool PERSIST>
+/* One (D, dtype) instance of kernel 13, 14 (PERSIST false), 18 or 19 (WIDE_O). */
+template <int D, typename T, bool PINGPONG, bool PERSIST, bool WIDE_O>
 static int overlap_launch_any(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
                               int dtype, int causal, cudaStream_t s)
 {
-    if constexpr (PERSIST) return persist_launch_dt<D, T>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if constexpr (PERSIST) return persist_launch_dt<D, T, WIDE_O>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
     else return overlap_launch_dt<D, T, PINGPONG>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
 }
 
-template <bool PINGPONG, bool PERSIST = false>
+template <bool PINGPONG, bool PERSIST = false, bool WIDE_O = false>
 static int overlap_launch_l(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
                             long D, int dtype, int causal, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (wgmma_refused()) return -1;
-    if (dtype == DT_FP16 && D == 64) return overlap_launch_any<64, __half, PINGPONG, PERSIST>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
-    if (dtype == DT_FP16 && D == 128) return overlap_launch_any<128, __half, PINGPONG, PERSIST>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if (dtype == DT_FP16 && D == 64) return overlap_launch_any<64, __half, PINGPONG, PERSIST, WIDE_O>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if (dtype == DT_FP16 && D == 128) return overlap_launch_any<128, __half, PINGPONG, PERSIST, WIDE_O>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 64)
-        return overlap_launch_any<64, __nv_bfloat16, PINGPONG, PERSIST>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+        return overlap_launch_any<64, __nv_bfloat16, PINGPONG, PERSIST, WIDE_O>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 128)
-        return overlap_launch_any<128, __nv_bfloat16, PINGPONG, PERSIST>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+        return overlap_launch_any<128, __nv_bfloat16, PINGPONG, PERSIST, WIDE_O>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
     fprintf(stderr, "%s: kernel %d takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, id, dtype_name(dtype), D);
     return -1;
 }
