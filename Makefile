@@ -46,7 +46,7 @@ ifneq ($(HAVE_NVCC),)
     ARCH_WHY := set by CUDA_ARCH
   endif
   # sm_90 (Hopper) is built as sm_90a, the same chip with its arch-specific
-  # instructions (wgmma, TMA, setmaxnreg) enabled, for kernels 10-18; the code runs only on
+  # instructions (wgmma, TMA, setmaxnreg) enabled, for kernels 10-19; the code runs only on
   # compute capability 9.0, which is what sm_90 code runs on anyway.
   GENCODE  := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(subst sm_,,$(a:sm_90=sm_90a)),code=$(a:sm_90=sm_90a))
   NVFLAGS  ?= -O3

@@ -6,7 +6,7 @@
  * masks only in the row tiles that need them), OVERLAP (kernel 8: p^T
  * computed while dp^T is on the tensor cores), DET (kernel 9: dQ's parts
  * added in a fixed order), WRITER (kernel 10: dQ's additions sent by the
- * producer's idle warps). Built only for sm_90a, like forward kernels 10-18.
+ * producer's idle warps). Built only for sm_90a, like forward kernels 10-19.
  *
  * One block owns a K/V tile of BC = 128 keys and walks the row tiles, as
  * bwd_mma.cuh's kernels do (flash_backward.c's loops: K/V tile outside, row

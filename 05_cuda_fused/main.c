@@ -157,7 +157,7 @@ static int run_checks(long only, int fwd, int bwd)
     const FusedKernel *const *ks = fused_kernels(&nk);
     char name[160], eb[128];
     printf("device: %s\n", gpu_describe());
-    if (fwd) report_unavailable(0, only); /* a kernel this GPU cannot run (10-18 off Hopper): one line, then silence */
+    if (fwd) report_unavailable(0, only); /* a kernel this GPU cannot run (10-19 off Hopper): one line, then silence */
     for (int dt = 0; dt < 3 && fwd; dt++)
         for (size_t b = 0; b < 4; b++)
             for (size_t a = 0; a < N_CHECK_NS; a++) {
