@@ -20,16 +20,18 @@
  * +7% at N = 2048, and +1% and +4% at N = 4096: at short N a row tile visits
  * few K/V tiles, and O's store is a large part of its time.
  *
- * What it costs: 4 shuffles and some 12 selects per 16 bytes of O; nothing in
- * shared memory. O, L bit for bit kernel 18's (--check compares them).
+ * What it costs: 4 shuffles and 8 selects per 16 bytes of O in the machine
+ * code (nvdisasm: SHFL 52 -> 148, SEL 188 -> 380, STG 104 -> 32 over the four
+ * instances), nothing in shared memory. O and L bit for bit kernel 14's, as
+ * kernel 18's are (--check compares them).
  *
  * Measured on the H100 (NVIDIA H100 80GB HBM3, ./step05 --bench --dtype
  * fp16 [--causal] --kernel 14-19, interleaved, 2026-11-26, commit 1e0f033),
  * against kernel 18 in the same run: at D = 128 +14.0% at N = 512, +8.2% at
  * 1024, +5.1% at 2048, +3.1% at 4096, +1.7% at 16384 (causal +16.0% at 512,
  * +10.3% at 1024); at D = 64 +5.5% at 512, +2.4% at 1024, +0.7% at 2048, and
- * -0.6% to -2.1% from 4096 up, where the shuffles cost more than the stores
- * they save: there kernel 18 stays the faster. bf16 alike. Against cuDNN
+ * -0.6% to -2.1% from 4096 up (12 instructions in place of 3 stores; not
+ * profiled): there kernel 18 stays the faster. bf16 alike. Against cuDNN
  * 9.19 through PyTorch 2.11 SDPA in the same lease: 102% at D = 128, N = 512
  * (kernel 18: 90%), 95% at D = 64; 101% and 97% at N = 1024; causal 85% and
  * 83% at N = 512 (kernel 18: 73%, 78%).
