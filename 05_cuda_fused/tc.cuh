@@ -22,21 +22,42 @@
 
 #include <cstdint>
 
-/* D (fp32) += A (16x16) * B (16x8), f16 or bf16 inputs, fp32 accumulate. */
+/* D (fp32) += A (16x16) * B (16x8), f16 or bf16 inputs, fp32 accumulate.
+ *
+ * Turing (sm_75: the T4, RTX 20) has the fp16 tensor cores but only the m16n8k8 shape: the same product is
+ * two of them, k = 0..7 then k = 8..15. The fragment layout above splits the same way (a0, a1 and b0 hold
+ * columns / rows 2t, 2t+1 of the first half of k; a2, a3 and b1 those of the second), so the registers are
+ * handed over as they are: no shuffle, no reload, twice the instructions for the same work. Turing has no
+ * bf16 tensor cores at all: that instance is compiled out there, and the launchers never reach it (the
+ * dtype is refused first: common/gpu.h, gpu_dtype_unavailable). */
 template <typename T> __device__ __forceinline__ void mma16816(float *d, const uint32_t *a, const uint32_t *b);
 template <> __device__ __forceinline__ void mma16816<__half>(float *d, const uint32_t *a, const uint32_t *b)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(b[0]));
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[2]), "r"(a[3]), "r"(b[1]));
+#else
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
 }
 template <> __device__ __forceinline__ void mma16816<__nv_bfloat16>(float *d, const uint32_t *a, const uint32_t *b)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    (void)d, (void)a, (void)b;
+    __trap(); /* unreachable: bf16 is refused on compute capability < 8.0 before any launch */
+#else
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
 }
 
 /* Four 8x8 matrices of 16-bit elements from shared memory: lane i gives the
@@ -57,14 +78,31 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *r, const void *smem_
 }
 
 /* 16 bytes global -> shared without passing through registers (Ampere's
- * cp.async); src_bytes = 0 fills the 16 bytes with zeros (rows past N). */
+ * cp.async); src_bytes = 0 fills the 16 bytes with zeros (rows past N).
+ *
+ * Turing has no cp.async: there the copy is a plain 16-byte load into registers and a store to shared
+ * memory, done at once, and commit/wait do nothing. That is one of the schedules cp.async itself allows
+ * (the copy may land any time between issue and wait), so every kernel stays correct; what is lost is the
+ * overlap, kernel 4's idea: on Turing the next tile's load no longer hides under this tile's math. */
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (src_bytes == 16) x = *reinterpret_cast<const uint4 *>(gmem);
+    else for (int i = 0; i < src_bytes; i++) reinterpret_cast<unsigned char *>(&x)[i] = reinterpret_cast<const unsigned char *>(gmem)[i];
+    *reinterpret_cast<uint4 *>(smem) = x;
+#else
     const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(gmem), "r"(src_bytes));
+#endif
 }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+__device__ __forceinline__ void cp_async_commit() {}
+template <int N> __device__ __forceinline__ void cp_async_wait() {}
+#else
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+#endif
 
 /* ROWS x D tile of a row-major [N, D] matrix into shared memory [ROWS][LD] by
  * cp.async, THREADS threads each taking every THREADS-th 16-byte chunk (8
