@@ -10,6 +10,11 @@
 # is ./stepNN at the root. Without nvcc the CPU steps still build and every
 # GPU path says "built without CUDA" and exits 77 (skipped).
 
+# A parallel build by default: every .cu file is one nvcc run per architecture, and a 2-core machine
+# builds the fallback list below in about 6 minutes with -j2, twice that serially. make -j1 for one at a time.
+NPROC   := $(shell nproc 2>/dev/null || echo 2)
+MAKEFLAGS += -j$(NPROC)
+
 CC      ?= cc
 NVCC    ?= nvcc
 PYTHON  ?= python3
@@ -28,7 +33,18 @@ ifeq ($(SANITIZE),1)
 endif
 BUILD ?= build
 
+comma := ,
 # --- CUDA: nvcc detection and the target architecture.
+# CUDA_ARCH is a list of sm_XX (machine code for that GPU family, SASS) and compute_XX (PTX only: the
+# driver compiles it for the GPU it finds, any of compute capability XX or newer). The fallback list, for
+# a machine where nvidia-smi finds no GPU (CI, a laptop): SASS for every family the book's readers have, and
+# PTX for what comes after them.
+#   sm_75  Turing: T4 (Colab, Kaggle), RTX 20, GTX 16    fp16 tensor cores (m16n8k8), no cp.async, no bf16
+#   sm_80  Ampere: A100; its SASS also runs on sm_86 (RTX 30) and sm_89 (Ada: RTX 40, L4)
+#   sm_90  Hopper: H100, H200, built as sm_90a (wgmma, TMA: kernels 10-19, backward 5-10, FP8)
+#   sm_100 Blackwell datacenter: B200;  sm_120 Blackwell consumer: RTX 50
+#   compute_120  PTX for GPUs newer than the list
+FALLBACK_ARCH := sm_75 sm_80 sm_90 sm_100 sm_120 compute_120
 ifneq ($(NOCUDA),1)
   HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 endif
@@ -39,8 +55,8 @@ ifneq ($(HAVE_NVCC),)
       CUDA_ARCH  := sm_$(GPU_CC)
       ARCH_WHY   := detected from nvidia-smi
     else
-      CUDA_ARCH  := sm_80 sm_86 sm_89 sm_90
-      ARCH_WHY   := no GPU found: fallback list
+      CUDA_ARCH  := $(FALLBACK_ARCH)
+      ARCH_WHY   := no GPU found: fallback list, Turing to Blackwell
     endif
   else
     ARCH_WHY := set by CUDA_ARCH
@@ -48,7 +64,7 @@ ifneq ($(HAVE_NVCC),)
   # sm_90 (Hopper) is built as sm_90a, the same chip with its arch-specific
   # instructions (wgmma, TMA, setmaxnreg) enabled, for kernels 10-19; the code runs only on
   # compute capability 9.0, which is what sm_90 code runs on anyway.
-  GENCODE  := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(subst sm_,,$(a:sm_90=sm_90a)),code=$(a:sm_90=sm_90a))
+  GENCODE  := $(foreach a,$(CUDA_ARCH),$(if $(filter compute_%,$(a)),-gencode arch=$(a)$(comma)code=$(a),-gencode arch=compute_$(subst sm_,,$(a:sm_90=sm_90a)),code=$(a:sm_90=sm_90a)))
   NVFLAGS  ?= -O3
   NVFLAGS  += -std=c++17 -lineinfo $(GENCODE) -Icommon --Werror all-warnings -Xcompiler -Wall,-Wextra$(if $(WERROR),$(comma)-Werror)
   CFLAGS   += -DHAVE_CUDA=1
@@ -61,7 +77,6 @@ else
   LINK     := $(CC)
   CUDA_MSG := no nvcc: CPU steps only, GPU paths exit 77 (skipped)
 endif
-comma := ,
 CUOBJDUMP ?= $(firstword $(wildcard $(dir $(HAVE_NVCC))cuobjdump) cuobjdump)
 
 # A stamp named after the flags: changing CC, flags or CUDA_ARCH rebuilds.
@@ -75,8 +90,15 @@ COMMON_OBJ := $(BUILD)/common/common.o $(GPU_OBJ)
 .PHONY: all check check-sanitize sanitize bench plots idea clean help info $(STEPS)
 all: info $(STEPS)
 
+# Which GPU families this build's kernels run on: an sm_XX runs on its own major version (sm_80 on 8.6
+# and 8.9 too), a compute_XX (PTX) on XX and everything newer.
+ARCH_FAMILIES = $(strip $(if $(filter sm_75 compute_75,$(CUDA_ARCH)),Turing) \
+    $(if $(filter sm_80 sm_86 sm_89 compute_75 compute_80 compute_86 compute_89,$(CUDA_ARCH)),Ampere/Ada) \
+    $(if $(filter sm_90 compute_75 compute_80 compute_86 compute_89 compute_90,$(CUDA_ARCH)),Hopper$(if $(filter sm_90,$(CUDA_ARCH)),,(no wgmma: kernels 10-19 SKIP))) \
+    $(if $(filter sm_100 sm_120 compute_%,$(CUDA_ARCH)),Blackwell))
 info:
 	@echo "build: $(CC), $(CUDA_MSG)"
+	@$(if $(HAVE_NVCC),echo "GPU families this build runs on: $(ARCH_FAMILIES)",true)
 
 # A step that measures another step's code links that code itself, not a copy:
 # step02 probes step 01's naive attention and step 04's tiled forward.
@@ -175,6 +197,9 @@ help:
 	@echo "variables:"
 	@echo "  CC=$(CC)  CFLAGS=$(CFLAGS)"
 	@echo "  NVCC=$(NVCC)  CUDA_ARCH=$(CUDA_ARCH)  ($(CUDA_MSG))"
+	@echo "                     sm_XX: machine code for that family; compute_XX: PTX, compiled by the driver for any newer GPU"
+	@echo "                     (make CUDA_ARCH=compute_75: Turing's code paths, runnable on any GPU, as the emulation uses)"
+	@$(if $(HAVE_NVCC),echo "                     this build runs on: $(ARCH_FAMILIES)",true)
 	@echo "  WERROR=$(WERROR)  (empty to let warnings through)"
 	@echo "  SANITIZE=1         ASan+UBSan build of the CPU paths, in build/san"
 	@echo "  NOCUDA=1           build without CUDA even when nvcc is there"

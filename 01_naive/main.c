@@ -90,7 +90,7 @@ int main(int argc, char **argv)
     Opts o;
     opts_expand(&argc, &argv);
     opts_init(&o, "step01", OPT_SHAPE | OPT_DTYPE | OPT_CAUSAL | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK |
-                  OPT_NPY | OPT_DEVICE, (1u << DT_FP32) | (1u << DT_FP16));
+                  OPT_NPY | OPT_DEVICE | OPT_GPU_AS, (1u << DT_FP32) | (1u << DT_FP16));
     o.repeat = 3;
     for (int i = 1; i < argc; i++)
         if (!opts_parse_common(&o, argc, argv, &i))

@@ -251,7 +251,7 @@ int main(int argc, char **argv)
     int nN = 0;
     size_t limit = 0;
     opts_expand(&argc, &argv);
-    opts_init(&o, "step02", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_DEVICE,
+    opts_init(&o, "step02", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_DEVICE | OPT_GPU_AS,
               (1u << DT_FP32) | (1u << DT_FP16));
     o.B = 2; o.H = 8; o.D = 64; o.BR = 64; o.BC = 64;
     int dtype_given = 0;

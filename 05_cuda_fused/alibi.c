@@ -83,7 +83,7 @@ void alibi_checks(long only)
                         snprintf(name, sizeof name, "kernel%d alibi %s B=2 H=3 N=%ld D=%ld%s", kn->id, dtype_name(dt), aN[a],
                                  aD[b], causal ? " causal" : "");
                         if (run_compare(kn, &p, &r, atol, &e, full, (const float *)slope_d) != 0) {
-                            report(0, NULL, name, "launch refused");
+                            report_skip(name, "%s", gpu_last_refusal());
                             continue;
                         }
                         report(e.n_bad == 0 && e.max_abs <= atol, &e, name, "vs the float64 reference with the same "
@@ -135,7 +135,10 @@ int alibi_run(const Opts *o)
         if (!opts_kernel(o, kn->id) || !kn->launch_alibi || !fused_runs(kn, o->dtype, o->D)) continue;
         any = 1;
         Err e;
-        if (run_compare(kn, &p, &r, atol, &e, full, (const float *)slope_d) != 0) { ok = 0; continue; }
+        if (run_compare(kn, &p, &r, atol, &e, full, (const float *)slope_d) != 0) { /* refused: SKIP, not timed */
+            printf("  kernel %-2d %-16s SKIP: %s\n", kn->id, kn->name, gpu_last_refusal());
+            continue;
+        }
         AlibiCtx a = {kn, &p, slope_d}, plain = {kn, &p, NULL};
         void (*const fns[2])(void *) = {alibi_fn, alibi_fn};
         void *const ctx[2] = {&a, &plain};

@@ -143,15 +143,16 @@ static void bp_make(Problem *p, long B, long H, long N, long D, int dtype, int c
 }
 
 /* The forward the backward kernels pair with: the highest-numbered one that
- * writes L and runs dtype at D on this GPU (fp32: kernel 2; fp16/bf16:
- * kernel 11 on Hopper, kernel 9 elsewhere). NULL if none. */
+ * writes L and runs dtype at D on this GPU, its shared memory included (fp32:
+ * kernel 2; fp16/bf16: kernel 19 on Hopper, kernel 9 on an A100, a smaller
+ * one where a block has less shared memory). NULL if none. */
 static const FusedKernel *fwd_with_l(int dtype, long D)
 {
     int nk;
     const FusedKernel *const *ks = fused_kernels(&nk);
     const FusedKernel *best = NULL;
     for (int i = 0; i < nk; i++)
-        if (ks[i]->launch_l && fused_runs(ks[i], dtype, D)) best = ks[i];
+        if (ks[i]->launch_l && fused_runs(ks[i], dtype, D) && fused_fits(ks[i], dtype, D)) best = ks[i];
     return best;
 }
 
@@ -250,7 +251,7 @@ static void check_forward_l(Problem *p, const BwdRef *r, float *o1, float *o2)
                  p->causal ? " causal" : "");
         dpoison(p->O, p->n, p->dtype);
         if (kn->launch(p->Q, p->K, p->V, p->O, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL) != 0) {
-            report(0, NULL, name, "launch refused");
+            report_skip(name, "%s", gpu_last_refusal());
             continue;
         }
         gpu_sync_check();
@@ -258,7 +259,7 @@ static void check_forward_l(Problem *p, const BwdRef *r, float *o1, float *o2)
         dpoison(p->O, p->n, p->dtype);
         dpoison(p->L, nL, DT_FP32);
         if (kn->launch_l(p->Q, p->K, p->V, p->O, p->L, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL) != 0) {
-            report(0, NULL, name, "launch_l refused");
+            report_skip(name, "launch_l: %s", gpu_last_refusal());
             continue;
         }
         gpu_sync_check();
@@ -330,7 +331,7 @@ static void check_case(long only, int dt, long N, long D, int causal, uint64_t s
         poison_grads(&p);
         dpoison(ws, wsb / 4, DT_FP32);
         if (kb->launch(p.Q, p.K, p.V, p.O, p.dO, p.L, p.dQ, p.dK, p.dV, ws, B, H, N, D, dt, causal, NULL) != 0) {
-            report(0, NULL, name, "launch refused");
+            report_skip(name, "%s", gpu_last_refusal());
             dfree(ws);
             continue;
         }
@@ -349,7 +350,7 @@ static void check_case(long only, int dt, long N, long D, int causal, uint64_t s
          * kernel is deterministic, else within the tolerance. */
         poison_grads(&p);
         if (kb->launch(p.Q, p.K, p.V, p.O, p.dO, p.L, p.dQ, p.dK, p.dV, ws, B, H, N, D, dt, causal, NULL) != 0) {
-            report(0, NULL, name, "launch refused on the rerun");
+            report_skip(name, "rerun: %s", gpu_last_refusal());
             dfree(ws);
             continue;
         }
@@ -384,7 +385,7 @@ static void check_case(long only, int dt, long N, long D, int causal, uint64_t s
             poison_grads(&p);
             dpoison(wx, wsx / 4, DT_FP32);
             if (kx->launch(p.Q, p.K, p.V, p.O, p.dO, p.L, p.dQ, p.dK, p.dV, wx, B, H, N, D, dt, causal, NULL) != 0) {
-                report(0, NULL, name, "backward kernel %d refused", kx->id);
+                report_skip(name, "backward kernel %d: %s", kx->id, gpu_last_refusal());
             } else {
                 gpu_sync_check();
                 ddownload(full2[1], p.dK, p.n, dt), ddownload(full2[2], p.dV, p.n, dt);
@@ -408,8 +409,10 @@ void bwd_run_checks(long only)
     static const long D32[] = {16, 32, 64, 128}, D16[] = {64, 128};
     int nb;
     const BackwardKernel *const *bs = bwd_kernels(&nb);
+    gpu_refusals_quiet(1); /* a refused launch is a SKIP line with the refusal's words */
     report_unavailable(1, only);
     for (int dt = 0; dt < 3; dt++) {
+        if (gpu_dtype_unavailable(dt)) { report_skip(dtype_name(dt), "backward: %s", gpu_dtype_unavailable(dt)); continue; }
         const long *Ds = dt == DT_FP32 ? D32 : D16;
         const int nd = dt == DT_FP32 ? 4 : 2;
         for (int b = 0; b < nd; b++) {
@@ -557,8 +560,8 @@ int bwd_run_default(const Opts *o, FILE *csv, const BwdFiles *f)
         void *ws = dmalloc(wsb ? wsb : 1, "backward workspace");
         poison_grads(&p);
         if (kb->launch(p.Q, p.K, p.V, p.O, p.dO, p.L, p.dQ, p.dK, p.dV, ws, p.B, p.H, p.N, p.D, p.dtype, p.causal, NULL) != 0) {
-            ok = 0;
-            dfree(ws);
+            printf("  %-9s %-16s SKIP: %s\n", kernel_label(1, kb->id, label, sizeof label), kb->name, gpu_last_refusal());
+            dfree(ws);  /* refused: not a failure, never timed (t_k stays -1) */
             continue;
         }
         gpu_sync_check();
@@ -625,7 +628,7 @@ int bwd_run_default(const Opts *o, FILE *csv, const BwdFiles *f)
         int nf = 0, nk;
         const FusedKernel *const *ks = fused_kernels(&nk);
         for (int i = 0; i < nk && nf < 32; i++)
-            if (ks[i]->launch_l && fused_runs(ks[i], p.dtype, p.D)) fl[nf++] = ks[i];
+            if (ks[i]->launch_l && fused_runs(ks[i], p.dtype, p.D) && fused_fits(ks[i], p.dtype, p.D)) fl[nf++] = ks[i];
         FwdCtx fc[64];
         void (*fns[64])(void *) = {0};
         void *ctx[64] = {0};
@@ -699,6 +702,7 @@ int bwd_run_bench(const Opts *o, FILE *csv)
             if (P) c[n] = (BwdCtx){NULL, &p, S, P, NULL}, fns[n] = bwd_time_fn, ctx[n] = &c[n], slot[n++] = 0;
             for (int i = 0; i < nb && i < 32; i++) {
                 if (!opts_kernel(o, bs[i]->id) || !bwd_runs(bs[i], o->dtype, D)) continue;
+                if (!bwd_fits(bs[i], o->dtype, D)) continue; /* refused here: a SKIP line after the table, never timed */
                 c[n] = (BwdCtx){bs[i], &p, NULL, NULL, ws}, fns[n] = bwd_time_fn, ctx[n] = &c[n], slot[n++] = i + 1;
             }
             fns[n] = fwd_time_fn, ctx[n] = &fc[0], slot[n++] = -1;   /* the forward without and with L */
@@ -726,6 +730,9 @@ int bwd_run_bench(const Opts *o, FILE *csv)
         }
         print_bench_table(1, D, 2.5 * 4.0 * 16384 * 2048 / (o->causal ? 2 : 1), ids, nb + 1 < 33 ? nb + 1 : 33,
                           (const double (*)[BENCH_COLS])t, have); /* 2.5 * 4*B*H*N*N*D with B*N = 16384, H*D = 2048 */
+        for (int i = 0; i < nb; i++)
+            if (opts_kernel(o, bs[i]->id) && bwd_runs(bs[i], o->dtype, D) && !bwd_fits(bs[i], o->dtype, D))
+                printf("  bwd %d SKIP at D=%ld: refused on this GPU (its shared memory; not timed)\n", bs[i]->id, D);
         printf(" L's cost, forward kernel %d (%% more time writing L):", fk->id);
         for (int c2 = 0; c2 < BENCH_COLS; c2++) printf(" %+5.1f%%", 100.0 * (tf[1][c2] / tf[0][c2] - 1));
         printf("\n");

@@ -282,7 +282,7 @@ static double *reference(const DProb *p, double *naive_err)
 
 static int kernel_takes(const DecodeKernel *k, int dtype, long D)
 {
-    return (k->dtypes & (1u << dtype)) && k->supports_dim(D) && !DECODE_UNAVAILABLE(k);
+    return (k->dtypes & (1u << dtype)) && k->supports_dim(D) && !DECODE_UNAVAILABLE(k) && !gpu_dtype_unavailable(dtype);
 }
 
 /* One launch of kernel k on p with workspace ws (allocated by the caller), its output poisoned first and
@@ -338,7 +338,7 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
         void *ws = ws_alloc(k, &p);
         snprintf(name, sizeof name, "decode%d %s D=%ld Hq=%ld Hkv=%ld n=%ld %s%s", k->id, dtype_name(dt), D, Hq, Hkv, n,
                  lens, k->paged ? (pages[lcase] == 16 ? " page=16" : pages[lcase] == 64 ? " page=64" : " page=256") : "");
-        if (dec_run(k, &p, ws, out) != 0) { report(0, NULL, name, "launch refused"); dfree(ws); continue; }
+        if (dec_run(k, &p, ws, out) != 0) { report_skip(name, "%s", gpu_last_refusal()); dfree(ws); continue; }
         Err e = compare(out, ref, p.nq, tol, dt == DT_FP32 ? 1e-5 : 0);
         report(e.n_bad == 0 && e.max_abs <= tol, &e, name, "%s; naive %s %.2e, tol %.2e", fmt_err(&e, eb, sizeof eb),
                dtype_name(dt), naive_err, tol);
@@ -375,7 +375,9 @@ void decode_run_checks(long only)
     const DecodeKernel *const *ks = decode_kernels(&nk);
     for (int x = 0; x < nk; x++) any |= !only || ks[x]->id == only;
     if (!any) { report_skip("decode", "no decode kernel %ld", only); return; }
+    gpu_refusals_quiet(1); /* a refused launch is a SKIP line with the refusal's words */
     for (int dt = 0; dt < 3; dt++) {
+        if (gpu_dtype_unavailable(dt)) { report_skip(dtype_name(dt), "decode: %s", gpu_dtype_unavailable(dt)); continue; }
         static const long D32[] = {16, 32, 64, 128}, D16[] = {64, 128};
         const long *Ds = dt == DT_FP32 ? D32 : D16;
         const int nd = dt == DT_FP32 ? 4 : 2;
@@ -475,7 +477,11 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
         const DecodeKernel *k = ks[x];
         if (!opts_kernel(o, k->id) || !kernel_takes(k, o->dtype, o->D)) continue;
         void *ws = ws_alloc(k, &p);
-        if (dec_run(k, &p, ws, out) != 0) { ok = 0; dfree(ws); continue; }
+        if (dec_run(k, &p, ws, out) != 0) { /* refused by this GPU: not a failure, never timed */
+            printf("  decode kernel %d %-15s SKIP: %s\n", k->id, k->name, gpu_last_refusal());
+            dfree(ws);
+            continue;
+        }
         dfree(ws);
         Err e = compare(out, ref, p.nq, tol, o->dtype == DT_FP32 ? 1e-5 : 0);
         const int good = e.n_bad == 0 && e.max_abs <= tol;
@@ -534,6 +540,17 @@ static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *la
         for (int y = 0; y < n_only; y++) want |= only_ids[y] == k->id;
         if (!want || !opts_kernel(o, k->id) || !kernel_takes(k, o->dtype, 128)) continue;
         if (k->id == 1 && cache_bytes(&p) > 64e6) continue;
+        void *ws = ws_alloc(k, &p); /* one launch first: a launch this GPU refuses is never timed ("-" in the table) */
+        gpu_refusals_quiet(1);
+        const int refused = k->launch(&p.a, ws, NULL) != 0;
+        gpu_refusals_quiet(0);
+        gpu_sync_check();
+        dfree(ws);
+        if (refused) {
+            static int said[100];
+            if (k->id < 100 && !said[k->id]++) printf("  (decode kernel %d SKIP: %s; not timed)\n", k->id, gpu_last_refusal());
+            continue;
+        }
         run[nr++] = k;
     }
     double us[16];
@@ -652,6 +669,7 @@ int decode_main(const Opts *o, const DecodeOpts *d, int bench, int sanitize)
                     decode_kernel((int)o->kernel) ? o->kernel_last : o->kernel, nk ? ks[nk - 1]->id : 0);
     if (o->check) { decode_run_checks(o->kernel); return report_finish(); }
     if (sanitize) return run_sanitize(o);
+    if (gpu_dtype_unavailable(o->dtype)) usage_error("option --dtype: %s", gpu_dtype_unavailable(o->dtype));
     int any = 0;                                 /* the default run at --dim, the benchmark at D = 128 */
     for (int x = 0; x < nk; x++) any |= opts_kernel(o, ks[x]->id) && kernel_takes(ks[x], o->dtype, bench ? 128 : o->D);
     if (!any)

@@ -387,7 +387,7 @@ static void dec_device(int *sms, int *smem_sm)
         int dev = 0;
         CUDA_CHECK(cudaGetDevice(&dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&s, cudaDevAttrMultiProcessorCount, dev));
-        CUDA_CHECK(cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+        m = gpu_smem_sm(); /* the --gpu-as GPU's, when one is emulated */
     }
     *sms = s;
     *smem_sm = m;
@@ -462,14 +462,34 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
     return 0;
 }
 
+/* The stages a GPU's shared memory holds: F's own (3 at D = 128: 104 KB), or where a block may have less (99 KB on
+ * the RTX 30/40/50 and the L4, 64 KB on Turing) two, the fewest that still overlap a tile's load with the last
+ * one's math (the kernels' idea survives; 68 KB at D = 128, 36 KB at D = 64). The launch, its workspace and its
+ * describe line all go through Fit, so that the split count (sized from the stages' bytes) is the same in each. */
+template <class F> using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2>;
+template <int D, class F> static bool dec_stages_fit() { return DecSmem<D, F::NST>::bytes <= (size_t)gpu_smem_block(); }
+template <int D, typename T, class F> static int dec_launch_fit(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
+{
+    return dec_stages_fit<D, F>() ? dec_launch_dt<D, T, F>(id, a, ws, s) : dec_launch_dt<D, T, DecFewer<F>>(id, a, ws, s);
+}
+template <int D, typename T, class F> static size_t dec_ws_fit(const DecodeArgs *a)
+{
+    return dec_stages_fit<D, F>() ? dec_ws_dt<D, T, F>(a) : dec_ws_dt<D, T, DecFewer<F>>(a);
+}
+template <int D, typename T, class F> static DecGrid dec_grid_fit(const DecodeArgs *a, int *stages)
+{
+    *stages = dec_stages_fit<D, F>() ? F::NST : 2;
+    return dec_stages_fit<D, F>() ? dec_grid<D, T, F>(a) : dec_grid<D, T, DecFewer<F>>(a);
+}
+
 /* The DecodeKernel entries of kernel `id` with flags F: fp16 / bf16, D = 64 or 128. */
 template <class F> static int dec_launch(int id, const DecodeArgs *a, void *ws, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
-    if (a->dtype == DT_FP16 && a->D == 64) return dec_launch_dt<64, __half, F>(id, a, ws, s);
-    if (a->dtype == DT_FP16 && a->D == 128) return dec_launch_dt<128, __half, F>(id, a, ws, s);
-    if (a->dtype == DT_BF16 && a->D == 64) return dec_launch_dt<64, __nv_bfloat16, F>(id, a, ws, s);
-    if (a->dtype == DT_BF16 && a->D == 128) return dec_launch_dt<128, __nv_bfloat16, F>(id, a, ws, s);
+    if (a->dtype == DT_FP16 && a->D == 64) return dec_launch_fit<64, __half, F>(id, a, ws, s);
+    if (a->dtype == DT_FP16 && a->D == 128) return dec_launch_fit<128, __half, F>(id, a, ws, s);
+    if (a->dtype == DT_BF16 && a->D == 64) return dec_launch_fit<64, __nv_bfloat16, F>(id, a, ws, s);
+    if (a->dtype == DT_BF16 && a->D == 128) return dec_launch_fit<128, __nv_bfloat16, F>(id, a, ws, s);
     fprintf(stderr, "%s: decode kernel %d takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, id,
             dtype_name(a->dtype), a->D);
     return -1;
@@ -477,22 +497,23 @@ template <class F> static int dec_launch(int id, const DecodeArgs *a, void *ws, 
 
 template <class F> static size_t dec_workspace(const DecodeArgs *a)
 {
-    if (a->dtype == DT_FP16 && a->D == 64) return dec_ws_dt<64, __half, F>(a);
-    if (a->dtype == DT_FP16 && a->D == 128) return dec_ws_dt<128, __half, F>(a);
-    if (a->dtype == DT_BF16 && a->D == 64) return dec_ws_dt<64, __nv_bfloat16, F>(a);
-    if (a->dtype == DT_BF16 && a->D == 128) return dec_ws_dt<128, __nv_bfloat16, F>(a);
+    if (a->dtype == DT_FP16 && a->D == 64) return dec_ws_fit<64, __half, F>(a);
+    if (a->dtype == DT_FP16 && a->D == 128) return dec_ws_fit<128, __half, F>(a);
+    if (a->dtype == DT_BF16 && a->D == 64) return dec_ws_fit<64, __nv_bfloat16, F>(a);
+    if (a->dtype == DT_BF16 && a->D == 128) return dec_ws_fit<128, __nv_bfloat16, F>(a);
     return 0;
 }
 
 template <class F> static void dec_describe(const DecodeArgs *a, char *buf, size_t n)
 {
     DecGrid gr;
-    if (a->D == 64) gr = a->dtype == DT_BF16 ? dec_grid<64, __nv_bfloat16, F>(a) : dec_grid<64, __half, F>(a);
-    else gr = a->dtype == DT_BF16 ? dec_grid<128, __nv_bfloat16, F>(a) : dec_grid<128, __half, F>(a);
+    int st;
+    if (a->D == 64) gr = a->dtype == DT_BF16 ? dec_grid_fit<64, __nv_bfloat16, F>(a, &st) : dec_grid_fit<64, __half, F>(a, &st);
+    else gr = a->dtype == DT_BF16 ? dec_grid_fit<128, __nv_bfloat16, F>(a, &st) : dec_grid_fit<128, __half, F>(a, &st);
     const long blocks = a->B * gr.heads * (long)gr.S * gr.rchunks;
-    snprintf(buf, n, "%ld blocks of 4 warps: %ld sequences x %d %s heads%s x %d split%s of %d K/V tiles of %d keys; "
-             "%d query rows a block%s%s", blocks, a->B, gr.heads, F::GROUPED ? "KV" : "query",
-             gr.rchunks > 1 ? " x row chunks" : "", gr.S, gr.S == 1 ? "" : "s", gr.chunk_tiles, DEC_BC,
+    snprintf(buf, n, "%ld blocks of 4 warps: %ld sequences x %d %s heads%s x %d split%s of %d K/V tiles of %d keys, "
+             "%d stages; %d query rows a block%s%s", blocks, a->B, gr.heads, F::GROUPED ? "KV" : "query",
+             gr.rchunks > 1 ? " x row chunks" : "", gr.S, gr.S == 1 ? "" : "s", gr.chunk_tiles, DEC_BC, st,
              gr.rows < DEC_ROWS ? gr.rows : DEC_ROWS, gr.S > 1 ? ", then the merge kernel" : "",
              F::PAGED ? ", pages through the block table" : "");
 }

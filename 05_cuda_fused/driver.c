@@ -15,12 +15,12 @@
 #ifdef HAVE_CUDA
 int fused_runs(const FusedKernel *kn, int dtype, long D)
 {
-    return (kn->dtypes & (1u << dtype)) && kn->supports_dim(D) && !FUSED_UNAVAILABLE(kn);
+    return (kn->dtypes & (1u << dtype)) && kn->supports_dim(D) && !FUSED_UNAVAILABLE(kn) && !gpu_dtype_unavailable(dtype);
 }
 
 int bwd_runs(const BackwardKernel *kb, int dtype, long D)
 {
-    return (kb->dtypes & (1u << dtype)) && kb->supports_dim(D) && !BWD_UNAVAILABLE(kb);
+    return (kb->dtypes & (1u << dtype)) && kb->supports_dim(D) && !BWD_UNAVAILABLE(kb) && !gpu_dtype_unavailable(dtype);
 }
 
 int kernel_list(int backward, KernelInfo *out)

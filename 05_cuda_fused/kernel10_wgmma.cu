@@ -256,12 +256,10 @@ __global__ void wgmma_probe(int *ok)
 const char *wgmma_unavailable(void)
 {
     static int state = -1; /* -1 not asked yet, 0 runs here, 1 does not */
-    static char why[160];
+    static char why[200];
     if (state < 0) {
-        int dev = 0, major = 0, minor = 0, *d_ok = NULL, ok = 0;
-        CUDA_CHECK(cudaGetDevice(&dev));
-        CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-        CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+        int major = 0, minor = 0, *d_ok = NULL, ok = 0;
+        gpu_cc(&major, &minor); /* the --gpu-as GPU's, when one is emulated */
         if (major == 9 && minor == 0) {
             CUDA_CHECK(cudaMalloc(&d_ok, sizeof *d_ok));
             wgmma_probe<<<1, 1>>>(d_ok);
@@ -271,8 +269,9 @@ const char *wgmma_unavailable(void)
         }
         state = !ok;
         if (!ok)
-            snprintf(why, sizeof why, "the wgmma kernels (10-14) need compute capability 9.0 and an sm_90a build (this GPU: %d.%d%s)",
-                     major, minor, major == 9 && minor == 0 ? ", built without sm_90a: make CUDA_ARCH=sm_90" : "");
+            snprintf(why, sizeof why, "Hopper's wgmma and TMA (kernels 10-19, backward 5-10, FP8) need compute capability "
+                     "9.0 and an sm_90a build (this GPU: %d.%d%s)", major, minor,
+                     major == 9 && minor == 0 ? ", built without sm_90a: make CUDA_ARCH=sm_90" : "");
     }
     return state ? why : NULL;
 }

@@ -64,13 +64,18 @@ constexpr int K2_BR = 64, K2_BC = 64, K2_THREADS = 256;
 /* Shared memory layout, in floats. Rows padded by one float: the 16 threads
  * of a half warp read 16 different K rows at the same column, and with a
  * row stride of D+1 (odd) they fall in 16 different banks. */
-template <int D> struct K2Smem {
+template <int D, bool PK = false> struct K2Smem {
     static constexpr int LD = D + 1, LDP = K2_BC + 1;
-    static constexpr size_t floats = (size_t)3 * K2_BR * LD + (size_t)K2_BR * LDP;
+    static constexpr size_t floats = (size_t)3 * K2_BR * LD + (PK ? 0 : (size_t)K2_BR * LDP);
     static constexpr size_t bytes = floats * sizeof(float);
 };
 
-template <int D>
+/* PK: p_tile written over K_j, for a GPU whose blocks may have less shared memory (64 KB on Turing, where the
+ * 66 KB of D = 64 do not fit; 99 KB on the RTX 30/40/50, where the 116 KB of D = 128 do not). Once s_tile is in
+ * registers K_j is dead, and its [BC][D+1] floats hold the [BR][BC+1] of p_tile from D = 64 on. The price: one
+ * more barrier per K/V tile (every thread's last read of K_j before anyone writes p). 49 KB at D = 64, 97 KB at
+ * D = 128. The launcher takes it only when the plain layout does not fit. */
+template <int D, bool PK>
 __global__ void __launch_bounds__(K2_THREADS)
 kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
                    const float *__restrict__ K,  // [B, H, N, D]
@@ -80,12 +85,13 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
                    const float *__restrict__ slope, // [B*H] or NULL: ALiBi, -slope |i - j| on the scores
                    long N, long row_tiles, int causal)
 {
-    using SM = K2Smem<D>;
+    using SM = K2Smem<D, PK>;
+    static_assert(!PK || K2_BC * (D + 1) >= K2_BR * (K2_BC + 1), "p_tile fits over K_j from D = 64 on");
     extern __shared__ float smem[];
     float *q_s = smem;                             // [BR][D+1]  Q_i, pre-scaled by 1/sqrt(D)
     float *k_s = q_s + K2_BR * SM::LD;             // [BC][D+1]  K_j
     float *v_s = k_s + K2_BC * SM::LD;             // [BC][D+1]  V_j
-    float *p_s = v_s + K2_BC * SM::LD;             // [BR][BC+1] p_tile
+    float *p_s = PK ? k_s : v_s + K2_BC * SM::LD;  // [BR][BC+1] p_tile (PK: over K_j)
 
     long bh, tile;                                                // which (batch, head), which row tile
     block_tile(row_tiles, causal, &bh, &tile);                    // causal: longest first (tile_order.cuh)
@@ -140,6 +146,7 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
 #pragma unroll
                 for (int c = 0; c < 4; c++) s[r][c] += qv[r] * kv[c];          // s_tile = Q_i K_j^T / sqrt(D)
         }
+        if (PK) __syncthreads();                  // PK: every thread is done with K_j before p_tile overwrites it
 
 #pragma unroll
         for (int r = 0; r < 4; r++) {
@@ -205,16 +212,28 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
 
 // --- the launcher -------------------------------------------------------------------
 
+template <int D, bool PK>
+static int launch_pk(const float *q, const float *k, const float *v, float *o, float *Lp, const float *slope, long B,
+                     long H, long N, int causal, cudaStream_t s)
+{
+    using SM = K2Smem<D, PK>;
+    if (smem_opt_in(kernel2_smem_tiles<D, PK>, SM::bytes, "kernel", 2, D)) return -1;
+    const long row_tiles = (N + K2_BR - 1) / K2_BR;
+    kernel2_smem_tiles<D, PK><<<(unsigned)(B * H * row_tiles), K2_THREADS, SM::bytes, s>>>(q, k, v, o, Lp, slope, N,
+                                                                                           row_tiles, causal);
+    CUDA_CHECK_LAST();
+    return 0;
+}
+
+/* p_tile over K_j only where the plain layout does not fit this GPU (and p_tile fits over K_j: D >= 64). */
+template <int D> static bool k2_pk() { return D >= 64 && K2Smem<D>::bytes > (size_t)gpu_smem_block(); }
+
 template <int D>
 static int launch_d(const float *q, const float *k, const float *v, float *o, float *Lp, const float *slope, long B,
                     long H, long N, int causal, cudaStream_t s)
 {
-    using SM = K2Smem<D>;
-    if (smem_opt_in(kernel2_smem_tiles<D>, SM::bytes, "kernel", 2, D)) return -1;
-    const long row_tiles = (N + K2_BR - 1) / K2_BR;
-    kernel2_smem_tiles<D><<<(unsigned)(B * H * row_tiles), K2_THREADS, SM::bytes, s>>>(q, k, v, o, Lp, slope, N, row_tiles, causal);
-    CUDA_CHECK_LAST();
-    return 0;
+    if (k2_pk<D>()) return launch_pk<D, (D >= 64)>(q, k, v, o, Lp, slope, B, H, N, causal, s);
+    return launch_pk<D, false>(q, k, v, o, Lp, slope, B, H, N, causal, s);
 }
 
 static int k2_supports(long D) { return D >= 16 && D <= 128 && D % 16 == 0; }
@@ -259,15 +278,14 @@ static int k2_launch_alibi(const void *q, const void *k, const void *v, void *o,
 static void k2_describe(long D, int dtype, char *buf, size_t n)
 {
     (void)dtype;
-    int dev = 0, M = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&M, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const int M = gpu_smem_block();
     const long bc = (M + 4 * D - 1) / (4 * D);
-    const size_t bytes = ((size_t)3 * K2_BR * (D + 1) + (size_t)K2_BR * (K2_BC + 1)) * sizeof(float);
+    const bool pk = D >= 64 && ((size_t)3 * K2_BR * (D + 1) + (size_t)K2_BR * (K2_BC + 1)) * sizeof(float) > (size_t)M;
+    const size_t bytes = ((size_t)3 * K2_BR * (D + 1) + (pk ? 0 : (size_t)K2_BR * (K2_BC + 1))) * sizeof(float);
     snprintf(buf, n,
              "B_c = ceil(M / 4d) = ceil(%d / %ld) = %ld rows (003's formula, M = shared memory per block); "
-             "rounded down to BR = BC = %d for a 4x4 register block per thread, %d threads, %zu bytes of shared memory",
-             M, 4 * D, bc, K2_BC, K2_THREADS, bytes);
+             "rounded down to BR = BC = %d for a 4x4 register block per thread, %d threads, %zu bytes of shared memory%s",
+             M, 4 * D, bc, K2_BC, K2_THREADS, bytes, pk ? " (p_tile over K_j: the plain layout does not fit this GPU)" : "");
 }
 
 static const FusedKernel kernel2 = {2, "smem tiles",

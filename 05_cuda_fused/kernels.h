@@ -65,6 +65,10 @@ int fused_register(const FusedKernel *k);
 /* The registered kernels in id order; n_out gets the count. */
 const FusedKernel *const *fused_kernels(int *n_out);
 const FusedKernel *fused_kernel(int id); /* NULL if no such id */
+/* 1 if this GPU (or the --gpu-as GPU) takes kernel k's launch for dtype at D: one launch on a small problem,
+ * asked once and remembered (shared memory depends on D and the dtype, not N). For the pickers: a refused
+ * launch elsewhere is a SKIP line where it happens. */
+int fused_fits(const FusedKernel *k, int dtype, long D);
 
 #ifdef __cplusplus
 }
@@ -112,6 +116,7 @@ int bwd_register(const BackwardKernel *k);
 #define BWD_REGISTER(k) [[maybe_unused]] static const int bwd_registered_##k = bwd_register(&(k))
 const BackwardKernel *const *bwd_kernels(int *n_out);
 const BackwardKernel *bwd_kernel(int id); /* NULL if no such id */
+int bwd_fits(const BackwardKernel *k, int dtype, long D); /* as fused_fits */
 #ifdef __cplusplus
 }
 #endif

@@ -157,8 +157,10 @@ static int run_checks(long only, int fwd, int bwd)
     const FusedKernel *const *ks = fused_kernels(&nk);
     char name[160], eb[128];
     printf("device: %s\n", gpu_describe());
+    gpu_refusals_quiet(1); /* a launch this GPU refuses is a SKIP line below, with the refusal's words */
     if (fwd) report_unavailable(0, only); /* a kernel this GPU cannot run (10-19 off Hopper): one line, then silence */
-    for (int dt = 0; dt < 3 && fwd; dt++)
+    for (int dt = 0; dt < 3 && fwd; dt++) {
+        if (gpu_dtype_unavailable(dt)) { report_skip(dtype_name(dt), "%s", gpu_dtype_unavailable(dt)); continue; }
         for (size_t b = 0; b < 4; b++)
             for (size_t a = 0; a < N_CHECK_NS; a++) {
                 long N = Ns[a], D = Ds[b];
@@ -186,7 +188,7 @@ static int run_checks(long only, int fwd, int bwd)
                         if (!kn->supports_dim(D)) { report_skip(name, "kernel %d is not built for D=%ld", kn->id, D); continue; }
                         Err e;
                         double atol = dt == DT_FP32 ? tol_fp32(naive_err) : tol_16bit(naive_err);
-                        if (run_compare(kn, &p, &r, atol, &e, full, NULL) != 0) { report(0, NULL, name, "launch refused"); continue; }
+                        if (run_compare(kn, &p, &r, atol, &e, full, NULL) != 0) { report_skip(name, "%s", gpu_last_refusal()); continue; }
                         if (dt == DT_FP32)
                             report(e.n_bad == 0, &e, name, "%s (tol %.1e abs + 1e-5 rel: 2x naive fp32's %.1e, at least 1e-5)",
                                    fmt_err(&e, eb, sizeof eb), atol, naive_err);
@@ -195,7 +197,7 @@ static int run_checks(long only, int fwd, int bwd)
                                    fmt_err(&e, eb, sizeof eb), dtype_name(dt), naive_err, atol);
                         /* Two runs, bit-identical: a race or an unwritten element shows here. */
                         Err e2;
-                        run_compare(kn, &p, &r, atol, &e2, full2, NULL);
+                        if (run_compare(kn, &p, &r, atol, &e2, full2, NULL) != 0) memset(full2, 0xFF, p.n * 4); /* NaN: fails */
                         snprintf(name, sizeof name, "kernel%d %s N=%ld D=%ld%s rerun", kn->id, dtype_name(dt), N, D, causal ? " causal" : "");
                         report(memcmp(full, full2, p.n * 4) == 0, NULL, name, "two runs bit-identical");
                         if (dt == DT_FP32) { /* block-size independence: every fp32 kernel tiles differently */
@@ -218,6 +220,7 @@ static int run_checks(long only, int fwd, int bwd)
                     problem_free(&p);
                 }
             }
+    }
     if (fwd && (!only || only == 14 || only == 18 || only == 19)) persistent_checks(only);
     if (fwd) alibi_checks(only); /* a score modifier, ALiBi, in the kernels that take one (question 5) */
     if (fwd && (!only || only <= 2)) { /* fp32 on large scores: the tolerance scales with naive's error */
@@ -236,7 +239,7 @@ static int run_checks(long only, int fwd, int bwd)
             Err e;
             const double atol = tol_fp32(en.max_abs);
             snprintf(name, sizeof name, "kernel%d fp32 B=1 H=2 N=1031 D=128, Q and K x3", kn->id);
-            if (run_compare(kn, &p, &r, atol, &e, full, NULL) != 0) { report(0, NULL, name, "launch refused"); continue; }
+            if (run_compare(kn, &p, &r, atol, &e, full, NULL) != 0) { report_skip(name, "%s", gpu_last_refusal()); continue; }
             report(e.n_bad == 0, &e, name, "%s (tol %.1e: 2x naive fp32's %.1e on these inputs; a fixed 1e-5 called "
                    "a right kernel wrong here)", fmt_err(&e, eb, sizeof eb), atol, en.max_abs);
         }
@@ -260,6 +263,7 @@ static int run_default(const Opts *o, FILE *csv)
     printf("step05: fused attention kernels vs naive, %s, B=%ld H=%ld N=%ld D=%ld%s\n", dtype_name(o->dtype), o->B, o->H,
            o->N, o->D, o->causal ? ", causal" : "");
     printf("device: %s\n", gpu_describe());
+    if (gpu_dtype_unavailable(o->dtype)) usage_error("option --dtype: %s", gpu_dtype_unavailable(o->dtype));
     problem_make(&p, o->B, o->H, o->N, o->D, o->dtype, o->causal, o->seed, o);
     RefRows r = ref_rows(&p, NULL);
     float *full = xmalloc(p.n * 4, "O");
@@ -267,6 +271,7 @@ static int run_default(const Opts *o, FILE *csv)
            r.stride == 1 ? "all rows" : "every 61st row of every head", r.nrows);
     /* 1. Check everything before timing anything. */
     Err en, ek[32];
+    int refused[32] = {0}; /* a launch this GPU refused: a SKIP line here, never timed, never in the answer */
     int nrc = run_compare(NULL, &p, &r, o->dtype == DT_FP32 ? 1e-5 : 2e-2, &en, full, NULL);
     printf("\nchecks (output poisoned with NaN before each run):\n");
     if (nrc == 0) printf("  %-9s %-16s %s\n", "naive", "cuBLAS+softmax", fmt_err(&en, eb, sizeof eb));
@@ -279,7 +284,11 @@ static int run_default(const Opts *o, FILE *csv)
             printf("  %-9s %-16s skipped: %s\n", label, kn->name, FUSED_UNAVAILABLE(kn));
         if (!opts_kernel(o, kn->id) || !fused_runs(kn, o->dtype, o->D)) continue;
         double atol = o->dtype == DT_FP32 ? (nrc == 0 ? tol_fp32(en.max_abs) : 1e-5) : (nrc == 0 ? tol_16bit(en.max_abs) : 2e-2);
-        if (run_compare(kn, &p, &r, atol, &ek[i], full, NULL) != 0) { ok = 0; continue; }
+        if (run_compare(kn, &p, &r, atol, &ek[i], full, NULL) != 0) {
+            printf("  %-9s %-16s SKIP: %s\n", label, kn->name, gpu_last_refusal());
+            refused[i] = 1;
+            continue;
+        }
         int good = ek[i].n_bad == 0;
         printf("  %-9s %-16s %s  %s\n", label, kn->name, fmt_err(&ek[i], eb, sizeof eb), good ? "ok" : "WRONG");
         ok &= good;
@@ -302,7 +311,7 @@ static int run_default(const Opts *o, FILE *csv)
     const FusedKernel *best_k = NULL;
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
-        if (!opts_kernel(o, kn->id) || !fused_runs(kn, o->dtype, o->D)) continue;
+        if (!opts_kernel(o, kn->id) || !fused_runs(kn, o->dtype, o->D) || refused[i]) continue;
         double ms = time_one(kn, &p, (int)o->repeat, &peak);
         kn->describe(o->D, o->dtype, desc, sizeof desc);
         print_time_row(kernel_label(0, kn->id, label, sizeof label), kn->name, ms, flops(&p) / ms / 1e9, peak, t_naive, desc);
@@ -356,7 +365,10 @@ static int run_bench(const Opts *o, FILE *csv)
         /* one row per method; measure column by column so inputs are made once per N */
         double t[33][BENCH_COLS];
         int have[33];
+        static char skipped[32][320];
         memset(have, 0, sizeof have);
+        memset(skipped, 0, sizeof skipped);
+        gpu_refusals_quiet(1);
         int col = 0;
         for (long N = BENCH_N0; N <= BENCH_N1; N *= 2, col++) {
             Problem p;
@@ -367,6 +379,11 @@ static int run_bench(const Opts *o, FILE *csv)
             for (int i = 0; i < nk && i < 32; i++) {
                 const FusedKernel *kn = ks[i];
                 if (!opts_kernel(o, kn->id) || !fused_runs(kn, o->dtype, D)) continue;
+                /* one launch first: a launch this GPU refuses is never timed (its SKIP line follows the table) */
+                if (kn->launch(p.Q, p.K, p.V, p.O, p.B, p.H, p.N, p.D, p.dtype, p.causal, NULL) != 0) {
+                    if (!col) snprintf(skipped[i], sizeof skipped[i], "%s", gpu_last_refusal());
+                    continue;
+                }
                 run[n] = kn, slot[n++] = i + 1;
             }
             double ms[33];
@@ -382,6 +399,9 @@ static int run_bench(const Opts *o, FILE *csv)
         }
         print_bench_table(0, D, 4.0 * 16384 * 2048 / (o->causal ? 2 : 1), ids, nk + 1 < 33 ? nk + 1 : 33,
                           (const double (*)[BENCH_COLS])t, have); /* 4*B*H*N*N*D with B*N = 16384, H*D = 2048 */
+        for (int i = 0; i < nk && i < 32; i++)
+            if (skipped[i][0]) printf("  kernel %d SKIP at D=%ld: %s (not timed)\n", ks[i]->id, D, skipped[i]);
+        gpu_refusals_quiet(0);
     }
     return EXIT_OK;
 }
@@ -502,7 +522,7 @@ int main(int argc, char **argv)
     int bench = 0, sanitize = 0, backward = 0, alibi = 0, errors = 0;
     BwdFiles bf = {NULL, NULL, NULL, NULL};
     opts_expand(&argc, &argv);
-    opts_init(&o, "step05", OPT_SHAPE | OPT_DTYPE | OPT_CAUSAL | OPT_KERNEL | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK |
+    opts_init(&o, "step05", OPT_SHAPE | OPT_DTYPE | OPT_CAUSAL | OPT_KERNEL | OPT_GPU_AS | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK |
                   OPT_NPY, (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16) | (1u << DT_FP8));
     decode_opts_init(&dec);
     for (int i = 1; i < argc; i++) dec.on |= !strcmp(argv[i], "--decode");

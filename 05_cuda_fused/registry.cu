@@ -3,6 +3,7 @@
  * each kernelN_*.cu (the forward), BWD_REGISTER in each bwdN_*.cu (the
  * backward) and DECODE_REGISTER in each decodeN_*.cu before main runs.
  */
+#include "gpu.cuh"
 #include "kernels.h"
 
 #include <cstdio>
@@ -52,3 +53,60 @@ const BackwardKernel *bwd_kernel(int id) { return bwd().find(id); }
 int decode_register(const DecodeKernel *k) { return dec().add(k, "decode_register"); }
 const DecodeKernel *const *decode_kernels(int *n_out) { *n_out = dec().n; return dec().k; }
 const DecodeKernel *decode_kernel(int id) { return dec().find(id); }
+
+/* --- which kernels launch here -------------------------------------------------------------
+ *
+ * A kernel's shared memory depends on D and the dtype, never on N: one launch on a small problem (B = H = 1,
+ * N = 65) tells whether this GPU, or the --gpu-as GPU, takes it. The pickers (the backward's forward that writes
+ * L, step 06's training kernels) take the highest-numbered kernel that fits, instead of one that would be refused
+ * at the size that matters. The answer is kept per (kernel, dtype, D). Buffers come from cudaMalloc, not the
+ * tracked allocator: the probe is not part of any peak that a step reports. */
+enum { FIT_N = 65 };
+
+static void *fit_alloc(size_t bytes)
+{
+    void *p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+    CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 1));
+    return p;
+}
+
+static int fit_probe(int backward, const void *kernel, int dtype, long D)
+{
+    const size_t n = (size_t)FIT_N * D, b = n * dtype_size(dtype);
+    void *t[8];
+    for (int i = 0; i < 8; i++) t[i] = fit_alloc(b);
+    float *L = (float *)fit_alloc(FIT_N * sizeof(float));
+    gpu_refusals_quiet(1);
+    int rc;
+    if (!backward) {
+        const FusedKernel *k = (const FusedKernel *)kernel;
+        rc = k->launch_l ? k->launch_l(t[0], t[1], t[2], t[3], L, 1, 1, FIT_N, D, dtype, 0, nullptr)
+                         : k->launch(t[0], t[1], t[2], t[3], 1, 1, FIT_N, D, dtype, 0, nullptr);
+    } else {
+        const BackwardKernel *k = (const BackwardKernel *)kernel;
+        const size_t wsb = k->workspace(1, 1, FIT_N, D, dtype);
+        void *ws = fit_alloc(wsb);
+        rc = k->launch(t[0], t[1], t[2], t[3], t[4], L, t[5], t[6], t[7], ws, 1, 1, FIT_N, D, dtype, 0, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaFree(ws));
+    }
+    gpu_refusals_quiet(0);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < 8; i++) CUDA_CHECK(cudaFree(t[i]));
+    CUDA_CHECK(cudaFree(L));
+    return rc == 0;
+}
+
+static int fits(int backward, int id, const void *kernel, int dtype, long D)
+{
+    static signed char known[2][100][DT_COUNT][9]; /* D = 16 .. 128 in steps of 16: 0 not asked, 1 fits, 2 not */
+    if (id < 0 || id >= 100 || dtype < 0 || dtype >= DT_COUNT || D < 16 || D > 128 || D % 16)
+        return fit_probe(backward, kernel, dtype, D);
+    signed char *k = &known[backward][id][dtype][D / 16];
+    if (!*k) *k = fit_probe(backward, kernel, dtype, D) ? 1 : 2;
+    return *k == 1;
+}
+
+int fused_fits(const FusedKernel *k, int dtype, long D) { return fits(0, k->id, k, dtype, D); }
+int bwd_fits(const BackwardKernel *k, int dtype, long D) { return fits(1, k->id, k, dtype, D); }

@@ -118,13 +118,15 @@ static void widen_out(float *dst, const __nv_bfloat16 *src, size_t n)
     CUDA_CHECK_LAST();
 }
 
-/* step 05's highest-numbered kernels that do the job here: a forward that writes L, a backward, bf16, D */
+/* step 05's highest-numbered kernels that do the job here: a forward that writes L, a backward, bf16, D, and
+ * whose launch this GPU takes (fused_fits: where a block has less shared memory than an H100's, a lower kernel) */
 static const FusedKernel *bf16_forward(long D)
 {
     int n = 0;
     const FusedKernel *const *ks = fused_kernels(&n);
     for (int i = n - 1; i >= 0; i--)
-        if (ks[i]->launch_l && (ks[i]->dtypes & (1u << DT_BF16)) && ks[i]->supports_dim(D) && !FUSED_UNAVAILABLE(ks[i]))
+        if (ks[i]->launch_l && (ks[i]->dtypes & (1u << DT_BF16)) && ks[i]->supports_dim(D) && !FUSED_UNAVAILABLE(ks[i]) &&
+            !gpu_dtype_unavailable(DT_BF16) && fused_fits(ks[i], DT_BF16, D))
             return ks[i];
     return nullptr;
 }
@@ -136,7 +138,7 @@ static const BackwardKernel *bf16_backward(long D)
     const BackwardKernel *const *ks = bwd_kernels(&n);
     for (int i = n - 1; i >= 0; i--)
         if ((ks[i]->dtypes & (1u << DT_BF16)) && ks[i]->supports_dim(D) && !BWD_UNAVAILABLE(ks[i]) &&
-            !ks[i]->dq_deterministic)
+            !ks[i]->dq_deterministic && !gpu_dtype_unavailable(DT_BF16) && bwd_fits(ks[i], DT_BF16, D))
             return ks[i];
     return nullptr;
 }
@@ -151,7 +153,9 @@ extern "C" const char *gpu_attn_bf16_kernels(long D)
 }
 static const char *fused_bf16_unavailable(long D)
 {
-    return gpu_attn_bf16_kernels(D) ? nullptr : "no bf16 tensor-core kernel pair (a forward writing L, a backward) for this D";
+    if (gpu_dtype_unavailable(DT_BF16)) return gpu_dtype_unavailable(DT_BF16);
+    return gpu_attn_bf16_kernels(D) ? nullptr : "no bf16 tensor-core kernel pair (a forward writing L, a backward) that this "
+                                                "GPU launches at this D";
 }
 
 /* The scratch of both bf16 attentions starts with eight [bh, T, D] bf16 tensors: q, k, v, o, dO, dq, dk,

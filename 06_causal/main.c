@@ -280,7 +280,7 @@ int main(int argc, char **argv)
     GenOpts g;
     int mode = MASK_ABSOLUTE, training = 0, alibi = 0, wrong = 0; /* wrong: a result that should be right is not */
     opts_expand(&argc, &argv);
-    opts_init(&o, "step06", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK | OPT_DEVICE,
+    opts_init(&o, "step06", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK | OPT_DEVICE | OPT_GPU_AS,
               (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16));
     train_opts_init(&t);
     gen_opts_init(&g);

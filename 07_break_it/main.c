@@ -480,7 +480,7 @@ int main(int argc, char **argv)
     const char *assignment = NULL, *grade = NULL;
     int alibi = 0;
     opts_expand(&argc, &argv);
-    opts_init(&o, "step07", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_DEVICE | OPT_NPY |
+    opts_init(&o, "step07", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_DEVICE | OPT_NPY | OPT_GPU_AS |
               OPT_CAUSAL, (1u << DT_FP32) | (1u << DT_FP16));
     o.B = 2; o.H = 4; o.N = 256; o.D = 64; o.BR = 64; o.BC = 64;
     for (int i = 1; i < argc; i++) {

@@ -164,6 +164,23 @@ void opts_init(Opts *o, const char *prog, unsigned accept, unsigned dtype_mask)
  * size_t; the product itself is checked again in opts_validate. */
 #define MAX_DIM 1048576L
 
+/* The per-block figure is the opt-in maximum (cudaDevAttrMaxSharedMemoryPerBlockOptin) as the CUDA
+ * programming guide's table of compute capabilities gives it: 64 KB on Turing, 163 KB on the A100 (8.0), 99 KB
+ * on 8.6, 8.9 and 12.0, 227 KB on Hopper and 10.0. */
+const GpuProfile gpu_profiles[] = {
+    {"t4", "Tesla T4 (Turing, Colab and Kaggle's free GPU)", 7, 5, 65536, 65536},
+    {"rtx2080", "GeForce RTX 2080 (Turing)", 7, 5, 65536, 65536},
+    {"a100", "A100 (Ampere)", 8, 0, 166912, 167936},
+    {"rtx3060", "GeForce RTX 3060 (Ampere)", 8, 6, 101376, 102400},
+    {"rtx4090", "GeForce RTX 4090 (Ada)", 8, 9, 101376, 102400},
+    {"l4", "L4 (Ada)", 8, 9, 101376, 102400},
+    {"h100", "H100 (Hopper)", 9, 0, 232448, 233472},
+    {"b200", "B200 (Blackwell)", 10, 0, 232448, 233472},
+    {"rtx5090", "GeForce RTX 5090 (Blackwell)", 12, 0, 101376, 102400},
+};
+const int n_gpu_profiles = (int)(sizeof gpu_profiles / sizeof gpu_profiles[0]);
+const GpuProfile *g_gpu_as;
+
 int opts_parse_common(Opts *o, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
@@ -222,6 +239,16 @@ int opts_parse_common(Opts *o, int argc, char **argv, int *i)
             if (!**dst) usage_error("option %s: empty file name", a);
             return 1;
         }
+    }
+    if ((acc & OPT_GPU_AS) && !strcmp(a, "--gpu-as")) {
+        const char *v = opt_value(argc, argv, i);
+        char allowed[160] = "";
+        for (int g = 0; g < n_gpu_profiles; g++) {
+            if (!strcmp(v, gpu_profiles[g].name)) { g_gpu_as = &gpu_profiles[g]; return 1; }
+            strcat(allowed, g ? "|" : "");
+            strcat(allowed, gpu_profiles[g].name);
+        }
+        usage_error("option --gpu-as: unknown GPU '%s', expected %s", v, allowed);
     }
     if ((acc & OPT_DEVICE) && !strcmp(a, "--device")) {
         static const char *const devs[] = {"auto", "cpu", "gpu"};
@@ -285,6 +312,12 @@ void print_common_usage(const Opts *o)
     if (a & OPT_CSV) printf("  --csv FILE             write the results table as CSV\n");
     if (a & OPT_NPY) printf("  --q/--k/--v FILE.npy   load inputs (float32 or float16, [B,H,N,D]); --out FILE.npy saves O\n");
     if (a & OPT_CHECK) printf("  --check                run the self-test grid; exit 1 if anything fails\n");
+    if (a & OPT_GPU_AS) {
+        printf("  --gpu-as NAME          emulate a reader's GPU on this one: its compute capability and shared memory\n"
+               "                         per block and SM decide what runs (correctness and kernel choice, not its speed):");
+        for (int g = 0; g < n_gpu_profiles; g++) printf(" %s", gpu_profiles[g].name);
+        printf("\n");
+    }
     printf("  --help                 this text\n");
 }
 

@@ -43,8 +43,24 @@ enum {
     OPT_CHECK = 1 << 7,  /* --check */
     OPT_NPY = 1 << 8,    /* --q --k --v --out FILE.npy */
     OPT_DEVICE = 1 << 9, /* --device cpu|gpu */
-    OPT_SEED = 1 << 10   /* --seed */
+    OPT_SEED = 1 << 10,  /* --seed */
+    OPT_GPU_AS = 1 << 11 /* --gpu-as NAME: a reader's GPU emulated on this one (the steps with a GPU half) */
 };
+
+/* The readers' GPUs that --gpu-as emulates: the limits a kernel meets there (compute capability, shared
+ * memory per block and per SM). Emulated on a bigger GPU, they decide which kernels run and with which tiles,
+ * and which code path runs is the build's (make CUDA_ARCH=compute_75 for Turing's, compute_80 for Ampere's,
+ * JIT-compiled by the driver): correctness and kernel choice, never that GPU's speed. */
+typedef struct {
+    const char *name;        /* --gpu-as NAME */
+    const char *label;       /* "Tesla T4 (Turing)" */
+    int major, minor;        /* compute capability */
+    int smem_block, smem_sm; /* bytes of shared memory: per block (opt-in), per SM */
+} GpuProfile;
+extern const GpuProfile gpu_profiles[];
+extern const int n_gpu_profiles;
+/* The --gpu-as profile in force (set by opts_parse_common), or NULL: the GPU as it is. */
+extern const GpuProfile *g_gpu_as;
 
 typedef struct {
     unsigned accept;             /* OPT_* mask of the step */

@@ -3,11 +3,59 @@
  */
 #include "gpu.cuh"
 
+#include <cstdarg>
 #include <cstring>
 
 #include "common.h"
 
 static int g_avail = -1;
+
+/* The __CUDA_ARCH__ the driver picked for this binary on this device (the probe is built like every kernel). */
+__global__ void code_arch_probe(int *arch)
+{
+#ifdef __CUDA_ARCH__
+    *arch = __CUDA_ARCH__;
+#endif
+}
+
+extern "C" int gpu_code_arch(void)
+{
+    static int arch = -1;
+    if (arch < 0) {
+        int *d = NULL;
+        arch = 0;
+        CUDA_CHECK(cudaMalloc(&d, sizeof *d));
+        code_arch_probe<<<1, 1>>>(d);
+        CUDA_CHECK_LAST();
+        CUDA_CHECK(cudaMemcpy(&arch, d, sizeof arch, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaFree(d));
+    }
+    return arch;
+}
+
+static void real_cc(int *major, int *minor)
+{
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, dev));
+}
+
+/* --gpu-as: the emulated GPU must be one this device can stand in for (not newer), and one that could run
+ * this binary's code (a compute_80 build has no Turing path: a T4 could not run it). Bad input: exit 2. */
+static void emulation_check(void)
+{
+    int major, minor;
+    real_cc(&major, &minor);
+    const int real = major * 10 + minor, want = g_gpu_as->major * 10 + g_gpu_as->minor, code = gpu_code_arch() / 10;
+    if (want > real)
+        usage_error("option --gpu-as %s: this GPU (compute capability %d.%d) cannot stand in for a newer one (%d.%d)",
+                    g_gpu_as->name, major, minor, g_gpu_as->major, g_gpu_as->minor);
+    if (code > want)
+        usage_error("option --gpu-as %s: this build runs code for compute capability %d.%d here, which a %d.%d GPU "
+                    "cannot run; build its path: make CUDA_ARCH=compute_%d%d", g_gpu_as->name, code / 10, code % 10,
+                    g_gpu_as->major, g_gpu_as->minor, g_gpu_as->major, g_gpu_as->minor);
+}
 
 extern "C" int gpu_available(void)
 {
@@ -16,6 +64,7 @@ extern "C" int gpu_available(void)
         cudaError_t e = cudaGetDeviceCount(&n);
         g_avail = (e == cudaSuccess && n > 0);
         if (e != cudaSuccess) (void)cudaGetLastError();
+        if (g_avail && g_gpu_as) emulation_check();
     }
     return g_avail;
 }
@@ -41,16 +90,77 @@ extern "C" const char *gpu_name(void)
     return name;
 }
 
+extern "C" void gpu_cc(int *major, int *minor)
+{
+    if (g_gpu_as) { *major = g_gpu_as->major, *minor = g_gpu_as->minor; return; }
+    real_cc(major, minor);
+}
+
+static int attr_or_emulated(cudaDeviceAttr a, int emulated)
+{
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, a, dev));
+    return g_gpu_as && emulated < v ? emulated : v;
+}
+extern "C" int gpu_smem_block(void)
+{
+    return attr_or_emulated(cudaDevAttrMaxSharedMemoryPerBlockOptin, g_gpu_as ? g_gpu_as->smem_block : 0);
+}
+extern "C" int gpu_smem_sm(void)
+{
+    return attr_or_emulated(cudaDevAttrMaxSharedMemoryPerMultiprocessor, g_gpu_as ? g_gpu_as->smem_sm : 0);
+}
+
+extern "C" const char *gpu_dtype_unavailable(int dtype)
+{
+    static char why[200];
+    int major, minor;
+    if (dtype != DT_BF16) return NULL;
+    gpu_cc(&major, &minor);
+    const int arch = gpu_code_arch();
+    if (major >= 8 && arch >= 800) return NULL;
+    if (major < 8)
+        snprintf(why, sizeof why, "bf16 needs the tensor cores of compute capability 8.0 or newer; this GPU is %d.%d "
+                 "(Turing: fp16 tensor cores only, --dtype fp16)", major, minor);
+    else /* a compute_75 build on a newer GPU: Turing's code path, whose bf16 products are compiled out */
+        snprintf(why, sizeof why, "bf16 needs the tensor cores of compute capability 8.0, and this build runs its "
+                 "sm_%d code path here (make CUDA_ARCH=sm_%d%d for this GPU's)", arch / 10, major, minor);
+    return why;
+}
+
+static char g_refusal[320];
+static int g_refusal_quiet;
+extern "C" void gpu_refuse(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_refusal, sizeof g_refusal, fmt, ap);
+    va_end(ap);
+    if (!g_refusal_quiet) fprintf(stderr, "%s: %s\n", g_prog, g_refusal);
+}
+extern "C" const char *gpu_last_refusal(void) { return g_refusal[0] ? g_refusal : "launch refused"; }
+extern "C" void gpu_refusals_quiet(int on) { g_refusal_quiet = on; }
+
 extern "C" const char *gpu_describe(void)
 {
-    static char buf[512];
+    static char buf[768];
     cudaDeviceProp p;
-    int smem_optin = 0, dev = 0;
+    int dev = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    snprintf(buf, sizeof buf, "%s, sm_%d%d, %d SMs, %.1f GB, %d KB shared memory per block (opt-in)", p.name,
-             p.major, p.minor, p.multiProcessorCount, (double)p.totalGlobalMem / 1e9, smem_optin / 1024);
+    const int arch = gpu_code_arch();
+    char code[96];
+    snprintf(code, sizeof code, "code path sm_%d%s", arch / 10, arch == 900 ? "a" : "");
+    if (!g_gpu_as) {
+        snprintf(buf, sizeof buf, "%s, sm_%d%d, %d SMs, %.1f GB, %d KB shared memory per block (opt-in); %s", p.name,
+                 p.major, p.minor, p.multiProcessorCount, (double)p.totalGlobalMem / 1e9, gpu_smem_block() / 1024, code);
+        return buf;
+    }
+    snprintf(buf, sizeof buf, "EMULATED %s on %s (sm_%d%d, %d SMs, %.1f GB): compute capability %d.%d, %d KB shared "
+             "memory per block, %d KB per SM; %s; the limits and features of that GPU, not its speed", g_gpu_as->label,
+             p.name, p.major, p.minor, p.multiProcessorCount, (double)p.totalGlobalMem / 1e9, g_gpu_as->major,
+             g_gpu_as->minor, gpu_smem_block() / 1024, gpu_smem_sm() / 1024, code);
     return buf;
 }
 

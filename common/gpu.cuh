@@ -40,16 +40,15 @@
 #endif
 
 /* Opts the kernel fn in to `bytes` of dynamic shared memory (above 48 KB a
- * kernel must ask for it): 0, or -1 after one line when the device allows
- * less per block; what, id and D name the kernel in it ("kernel", 11, 64). */
+ * kernel must ask for it): 0, or -1 after gpu_refuse's line when the device
+ * (or the --gpu-as GPU) allows less per block; what, id and D name the kernel
+ * in it ("kernel", 11, 64). */
 template <typename F> static inline int smem_opt_in(F fn, size_t bytes, const char *what, int id, long D)
 {
-    int dev = 0, limit = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const int limit = gpu_smem_block();
     if (bytes > (size_t)limit) {
-        fprintf(stderr, "%s: %s %d at D=%ld needs %zu bytes of shared memory, the device allows %d per block\n", g_prog, what,
-                id, D, bytes, limit);
+        gpu_refuse("%s %d at D=%ld needs %zu bytes of shared memory per block, this GPU allows %d", what, id, D, bytes,
+                   limit);
         return -1;
     }
     CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));

@@ -23,6 +23,30 @@ const char *gpu_describe(void);
 /* Name of the device only, for CSV and READMEs. */
 const char *gpu_name(void);
 
+/* What the kernels see of the GPU: the real device's figures, or under --gpu-as (common.h's g_gpu_as) the
+ * emulated reader's GPU's (the smaller of the two). Every launcher sizes its tiles from these, never from
+ * cudaDeviceGetAttribute directly, so that an emulated T4 refuses what a real T4 would. */
+void gpu_cc(int *major, int *minor);     /* compute capability */
+int gpu_smem_block(void);                /* bytes of shared memory per block, opt-in maximum */
+int gpu_smem_sm(void);                   /* bytes of shared memory per SM */
+/* The __CUDA_ARCH__ of the code this binary runs here (750 for a compute_75 PTX build JIT-compiled, 900 for
+ * sm_90a): which of the kernels' code paths (Turing's, Ampere's, Hopper's) is running. */
+int gpu_code_arch(void);
+/* NULL if the GPU's tensor cores take dtype, else one line why not: bf16 needs compute capability 8.0
+ * (Turing has fp16 tensor cores only). Asked before any kernel of that dtype runs. */
+const char *gpu_dtype_unavailable(int dtype);
+
+/* A launch this GPU cannot make (shared memory over its limit): the launcher calls gpu_refuse with one line
+ * (printed on stderr unless quiet) and returns -1; the caller prints a SKIP line with gpu_last_refusal() and
+ * never times it. Quiet while --check reports the refusals itself. */
+void gpu_refuse(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+const char *gpu_last_refusal(void);
+void gpu_refusals_quiet(int on);
+
 /* Tracked device memory, like the host's: current and peak bytes through
  * dmalloc_try/dfree only, so the peak of naive vs fused is exact.
  * dmalloc_try returns NULL when the limit (--mem-limit) would be passed or

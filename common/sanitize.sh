@@ -6,14 +6,17 @@
 # its GPU check, and over step 06's GPU training (gpt_gpu.cu's kernels). Any error
 # fails (--error-exitcode=1). Skips (exit 77) without a GPU or the tool. Also step 05's decode kernels
 # (--decode --sanitize-shapes), the FP8 kernel (--dtype fp8 --sanitize-shapes) and step 06's generation on the GPU.
+# GPU_AS=t4 (any --gpu-as name): every step 05, step 01 and step 06 --train run under that emulation, so that the
+# configurations chosen for a smaller GPU's shared memory run under the tools too.
+EMU=${GPU_AS:+--gpu-as $GPU_AS}
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 [ -n "$cs" ] || { echo "sanitize: SKIP: compute-sanitizer not found"; exit 77; }
 ./step05 --help >/dev/null 2>&1 || { echo "sanitize: ./step05 is missing: make step05"; exit 2; }
-./step05 --sanitize-shapes >/dev/null 2>&1; rc=$?
+./step05 $EMU --sanitize-shapes >/dev/null 2>&1; rc=$?
 [ "$rc" -eq 77 ] && { echo "sanitize: SKIP: no CUDA device"; exit 77; }
 fail=0
 for tool in memcheck racecheck initcheck synccheck; do
-    if "$cs" --tool "$tool" --error-exitcode=1 ./step05 --sanitize-shapes >/tmp/sanitize.$$.log 2>&1; then
+    if "$cs" --tool "$tool" --error-exitcode=1 ./step05 $EMU --sanitize-shapes >/tmp/sanitize.$$.log 2>&1; then
         echo "PASS sanitize/$tool step05: $(grep -c '^ran kernel' /tmp/sanitize.$$.log) forward and $(grep -c '^ran backward' /tmp/sanitize.$$.log) backward kernel runs, $(tail -n 1 /tmp/sanitize.$$.log)"
     else
         echo "FAIL sanitize/$tool step05:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
@@ -22,7 +25,7 @@ done
 # step 05's decode kernels (kernel 1 in fp32, fp16, bf16; 2-5 in fp16 and bf16): three sequences of 257, 17
 # and 65 keys, 4 query heads over 2 KV heads, 1 and 5 new rows, pages of 64 and 16 keys
 for tool in memcheck racecheck initcheck synccheck; do
-    if "$cs" --tool "$tool" --error-exitcode=1 ./step05 --decode --sanitize-shapes >/tmp/sanitize.$$.log 2>&1; then
+    if "$cs" --tool "$tool" --error-exitcode=1 ./step05 $EMU --decode --sanitize-shapes >/tmp/sanitize.$$.log 2>&1; then
         echo "PASS sanitize/$tool step05 --decode: $(grep -c '^ran decode kernel' /tmp/sanitize.$$.log) decode kernel runs, $(tail -n 1 /tmp/sanitize.$$.log)"
     else
         echo "FAIL sanitize/$tool step05 --decode:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
@@ -30,13 +33,13 @@ for tool in memcheck racecheck initcheck synccheck; do
 done
 # step 05's FP8 kernels 15-17 (N = 65 and 257, D = 64 and 128, causal and not) and the GPU quantizer (with the rotation and without)
 for tool in memcheck racecheck initcheck synccheck; do
-    if "$cs" --tool "$tool" --error-exitcode=1 ./step05 --dtype fp8 --sanitize-shapes >/tmp/sanitize.$$.log 2>&1; then
+    if "$cs" --tool "$tool" --error-exitcode=1 ./step05 $EMU --dtype fp8 --sanitize-shapes >/tmp/sanitize.$$.log 2>&1; then
         echo "PASS sanitize/$tool step05 --dtype fp8: $(grep -c '^ran kernel 1[5-7]' /tmp/sanitize.$$.log) kernel 15-17 runs, $(grep -c '^ran fp8_quantize_gpu' /tmp/sanitize.$$.log) quantizer runs, $(tail -n 1 /tmp/sanitize.$$.log)"
     else
         echo "FAIL sanitize/$tool step05 --dtype fp8:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
     fi
 done
-if "$cs" --tool memcheck --error-exitcode=1 ./step01 --device gpu --seq 257 --dim 64 --batch 2 --heads 3 --repeat 1 >/tmp/sanitize.$$.log 2>&1; then
+if "$cs" --tool memcheck --error-exitcode=1 ./step01 $EMU --device gpu --seq 257 --dim 64 --batch 2 --heads 3 --repeat 1 >/tmp/sanitize.$$.log 2>&1; then
     echo "PASS sanitize/memcheck step01 (naive cuBLAS + softmax): $(tail -n 1 /tmp/sanitize.$$.log)"
 else
     echo "FAIL sanitize/memcheck step01:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
@@ -44,9 +47,9 @@ fi
 # step 06's GPU training: every kernel of gpt_gpu.cu with the fp32 attention (D = 16, beside the CPU run), and
 # --big's four attentions (naive and fused, fp32 and bf16, D = 64), each at T = 65 (no tile divides it)
 for tool in memcheck racecheck initcheck synccheck; do
-    if "$cs" --tool "$tool" --error-exitcode=1 ./step06 --train --device gpu --steps 2 --seq 65 --batch 2 --layers 1 \
+    if "$cs" --tool "$tool" --error-exitcode=1 ./step06 $EMU --train --device gpu --steps 2 --seq 65 --batch 2 --layers 1 \
             >/tmp/sanitize.$$.log 2>&1 &&
-       "$cs" --tool "$tool" --error-exitcode=1 ./step06 --train --device gpu --big --steps 1 --seq 65 --batch 1 --heads 2 \
+       "$cs" --tool "$tool" --error-exitcode=1 ./step06 $EMU --train --device gpu --big --steps 1 --seq 65 --batch 1 --heads 2 \
             --layers 1 >>/tmp/sanitize.$$.log 2>&1; then
         echo "PASS sanitize/$tool step06 --train --device gpu (T = 65; fp32 and, with --big, bf16 attention): $(grep -c 'SUMMARY: 0 ' /tmp/sanitize.$$.log) runs with 0 errors"
     else
