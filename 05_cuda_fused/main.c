@@ -263,6 +263,7 @@ static int run_default(const Opts *o, FILE *csv)
     printf("step05: fused attention kernels vs naive, %s, B=%ld H=%ld N=%ld D=%ld%s\n", dtype_name(o->dtype), o->B, o->H,
            o->N, o->D, o->causal ? ", causal" : "");
     printf("device: %s\n", gpu_describe());
+    gpu_refusals_quiet(1); /* a refused launch is a SKIP line of the table below, with the refusal's words */
     if (gpu_dtype_unavailable(o->dtype)) usage_error("option --dtype: %s", gpu_dtype_unavailable(o->dtype));
     problem_make(&p, o->B, o->H, o->N, o->D, o->dtype, o->causal, o->seed, o);
     RefRows r = ref_rows(&p, NULL);
