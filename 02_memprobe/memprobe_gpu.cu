@@ -18,14 +18,17 @@
 #include "../05_cuda_fused/kernels.h"
 
 /* The fused kernel the probe uses: the highest-numbered one that runs this
- * dtype at this D on this GPU (in fp16, a tensor-core kernel; in fp32, kernel 2). */
+ * dtype at this D on this GPU, its shared memory included (in fp16, a tensor-core
+ * kernel; in fp32, kernel 2). */
 static const FusedKernel *pick_fused(int dtype, long D)
 {
     int nk;
     const FusedKernel *const *ks = fused_kernels(&nk);
     const FusedKernel *best = NULL;
     for (int i = 0; i < nk; i++)
-        if ((ks[i]->dtypes & (1u << dtype)) && ks[i]->supports_dim(D) && !FUSED_UNAVAILABLE(ks[i])) best = ks[i];
+        if ((ks[i]->dtypes & (1u << dtype)) && ks[i]->supports_dim(D) && !FUSED_UNAVAILABLE(ks[i]) &&
+            fused_fits(ks[i], dtype, D))
+            best = ks[i];
     return best;
 }
 

@@ -139,15 +139,24 @@ static void gpu_part(long B, long H, long N, long D, int dtype, int check, long 
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
         if (!(kn->dtypes & (1u << dtype)) || !kn->supports_dim(D)) continue;
-        if (FUSED_UNAVAILABLE(kn)) { /* kernels 10, 11 off Hopper */
+        if (FUSED_UNAVAILABLE(kn)) { /* kernels 10-19 off Hopper */
             printf("  %-2d %-16s skipped: %s\n", kn->id, kn->name, FUSED_UNAVAILABLE(kn));
+            continue;
+        }
+        if (!fused_fits(kn, dtype, D)) { /* refused by this GPU's shared memory: a SKIP, never timed */
+            if (check) {
+                snprintf(name, sizeof name, "gpu-causal kernel%d %s N=%ld D=%ld", kn->id, dtype_name(dtype), N, D);
+                report_skip(name, "%s", gpu_last_refusal());
+            } else {
+                printf("  %-2d %-16s SKIP: %s\n", kn->id, kn->name, gpu_last_refusal());
+            }
             continue;
         }
         if (check) {
             double tol = dtype == DT_FP32 ? tol_fp32(naive_err) : tol_16bit(naive_err);
             dpoison(dout, n, dtype);
             snprintf(name, sizeof name, "gpu-causal kernel%d %s N=%ld D=%ld", kn->id, dtype_name(dtype), N, D);
-            if (kn->launch(dq, dk, dv, dout, B, H, N, D, dtype, 1, NULL) != 0) { /* refused: a failure, not a skip */
+            if (kn->launch(dq, dk, dv, dout, B, H, N, D, dtype, 1, NULL) != 0) { /* fused_fits said it fits: a failure */
                 report(0, NULL, name, "launch refused (the line above says why)");
                 continue;
             }
@@ -249,8 +258,10 @@ static int run_checks(void)
 #ifdef HAVE_CUDA
     if (gpu_available()) {
         static const long gN[] = {1, 17, 64, 65, 257, 1000};
-        for (int dt = 0; dt < 3; dt++)
+        for (int dt = 0; dt < 3; dt++) {
+            if (gpu_dtype_unavailable(dt)) { report_skip("gpu-causal", "%s", gpu_dtype_unavailable(dt)); continue; }
             for (int a = 0; a < 6; a++) gpu_part(2, 3, gN[a], 64, dt, 1, 1, NULL, 90 + a);
+        }
     } else {
         report_skip("gpu-causal", "no CUDA device");
     }
@@ -397,6 +408,7 @@ int main(int argc, char **argv)
 #ifdef HAVE_CUDA
     if (o.device != DEV_CPU && gpu_available()) {
         long N = (o.given & 4) ? o.N : 4096, B = (o.given & 1) ? o.B : 2, H = (o.given & 2) ? o.H : 8;
+        if (gpu_dtype_unavailable(o.dtype)) usage_error("option --dtype: %s", gpu_dtype_unavailable(o.dtype));
         gpu_part(B, H, N, o.D, o.dtype, 0, o.repeat, csv, o.seed);
         printf("(speed-up = non-causal time / causal time. Block skipping removes about half the tiles, so the ideal is\n"
                " about 2x; what each kernel gets is measured above. The Q tiles are uneven (the last visit N / BC K/V tiles,\n"
