@@ -764,7 +764,7 @@ int bwd_run_sanitize(const Opts *o)
                     gpu_sync_check();
                     printf("ran kernel %d with L %s N=%ld D=%ld%s\n", fk->id, dtype_name(dt), Ns[a], D, causal ? " causal" : "");
                     for (int i = 0; i < nb; i++) {
-                        if (!opts_kernel(o, bs[i]->id) || !bwd_runs(bs[i], dt, D)) continue;
+                        if (!opts_kernel(o, bs[i]->id) || !bwd_runs(bs[i], dt, D) || !bwd_fits(bs[i], dt, D)) continue;
                         const size_t wsb = bs[i]->workspace(p.B, p.H, p.N, D, dt);
                         void *ws = dmalloc(wsb ? wsb : 1, "backward workspace");
                         poison_grads(&p);

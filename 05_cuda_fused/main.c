@@ -426,8 +426,8 @@ static int run_sanitize_shapes(const Opts *o, int backward)
                 float slope[6];
                 alibi_slopes(slope, 2, 3);
                 void *slope_d = dupload(slope, 6, DT_FP32, "ALiBi slopes");
-                for (int i = 0; i < nk; i++)
-                    if (opts_kernel(o, ks[i]->id) && fused_runs(ks[i], dt, 64)) {
+                for (int i = 0; i < nk; i++) /* those this GPU launches: a refused one has nothing to sanitize */
+                    if (opts_kernel(o, ks[i]->id) && fused_runs(ks[i], dt, 64) && fused_fits(ks[i], dt, 64)) {
                         dpoison(p.O, p.n, dt);
                         if (ks[i]->launch(p.Q, p.K, p.V, p.O, p.B, p.H, p.N, p.D, dt, causal, NULL) != 0) return EXIT_FAIL;
                         gpu_sync_check();
@@ -439,7 +439,8 @@ static int run_sanitize_shapes(const Opts *o, int backward)
                         printf("ran kernel %d with L %s N=%ld D=64%s\n", ks[i]->id, dtype_name(dt), Ns[a], causal ? " causal" : "");
                     }
                 for (int i = 0; i < nk; i++) /* and the ALiBi builds (kernels 2, 3) */
-                    if (opts_kernel(o, ks[i]->id) && fused_runs(ks[i], dt, 64) && ks[i]->launch_alibi) {
+                    if (opts_kernel(o, ks[i]->id) && fused_runs(ks[i], dt, 64) && fused_fits(ks[i], dt, 64) &&
+                        ks[i]->launch_alibi) {
                         dpoison(p.O, p.n, dt);
                         if (ks[i]->launch_alibi(p.Q, p.K, p.V, p.O, (const float *)slope_d, p.B, p.H, p.N, p.D, dt,
                                                 causal, NULL) != 0)
