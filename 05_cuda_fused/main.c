@@ -19,7 +19,7 @@
  * Expect (last lines):
  *        kernel 2 (smem tiles) ... TFLOP/s ... x naive
  *        answer: the fused kernel ... naive ...
- * Limits: needs an NVIDIA GPU (sm_80 or newer) and nvcc at build time;
+ * Limits: needs an NVIDIA GPU (sm_75 or newer; what each family runs: the root README, "Which GPU runs what") and nvcc at build time;
  *        fp32 kernels take D in 8..128 (multiples of 8; kernel 2: of 16),
  *        the fp16/bf16 kernels D = 64 or 128. The backward (backward.c,
  *        bwdN_*.cu): fp32 D in 16..128 (multiples of 16), fp16/bf16 D = 64, 128.

@@ -80,6 +80,10 @@ bad step04 "--opt=value, bad value" --seq=12abc
 bad step04 "--opt=, empty value" --seq=
 bad step04 "dim too large"      --dim 100000
 bad step04 "seed negative"      --seed -1
+bad step05 "gpu-as unknown"     --gpu-as nosuch
+bad step05 "gpu-as no value"    --gpu-as
+bad step06 "gpu-as unknown"     --gpu-as rtx9090
+bad step01 "gpu-as unknown"     --gpu-as ""
 bad step05 "kernel 0"           --kernel 0
 bad step05 "kernel range backwards" --kernel 12-11
 bad step05 "kernel range open"  --kernel 11-
