@@ -541,9 +541,9 @@ static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *la
         if (!want || !opts_kernel(o, k->id) || !kernel_takes(k, o->dtype, 128)) continue;
         if (k->id == 1 && cache_bytes(&p) > 64e6) continue;
         void *ws = ws_alloc(k, &p); /* one launch first: a launch this GPU refuses is never timed ("-" in the table) */
-        gpu_refusals_quiet(1);
+        const int was_quiet = gpu_refusals_quiet(1);
         const int refused = k->launch(&p.a, ws, NULL) != 0;
-        gpu_refusals_quiet(0);
+        gpu_refusals_quiet(was_quiet);
         gpu_sync_check();
         dfree(ws);
         if (refused) {

@@ -77,7 +77,7 @@ static int fit_probe(int backward, const void *kernel, int dtype, long D)
     void *t[8];
     for (int i = 0; i < 8; i++) t[i] = fit_alloc(b);
     float *L = (float *)fit_alloc(FIT_N * sizeof(float));
-    gpu_refusals_quiet(1);
+    const int was_quiet = gpu_refusals_quiet(1);
     int rc;
     if (!backward) {
         const FusedKernel *k = (const FusedKernel *)kernel;
@@ -91,7 +91,7 @@ static int fit_probe(int backward, const void *kernel, int dtype, long D)
         CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaFree(ws));
     }
-    gpu_refusals_quiet(0);
+    gpu_refusals_quiet(was_quiet);
     CUDA_CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < 8; i++) CUDA_CHECK(cudaFree(t[i]));
     CUDA_CHECK(cudaFree(L));

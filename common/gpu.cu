@@ -140,7 +140,12 @@ extern "C" void gpu_refuse(const char *fmt, ...)
     if (!g_refusal_quiet) fprintf(stderr, "%s: %s\n", g_prog, g_refusal);
 }
 extern "C" const char *gpu_last_refusal(void) { return g_refusal[0] ? g_refusal : "launch refused"; }
-extern "C" void gpu_refusals_quiet(int on) { g_refusal_quiet = on; }
+extern "C" int gpu_refusals_quiet(int on)
+{
+    const int was = g_refusal_quiet;
+    g_refusal_quiet = on;
+    return was;
+}
 
 extern "C" const char *gpu_describe(void)
 {

@@ -45,7 +45,7 @@ void gpu_refuse(const char *fmt, ...)
 #endif
     ;
 const char *gpu_last_refusal(void);
-void gpu_refusals_quiet(int on);
+int gpu_refusals_quiet(int on); /* returns the setting it replaces */
 
 /* Tracked device memory, like the host's: current and peak bytes through
  * dmalloc_try/dfree only, so the peak of naive vs fused is exact.
