@@ -276,9 +276,9 @@ const char *wgmma_unavailable(void)
     return state ? why : NULL;
 }
 
-template <int D, typename T> struct K10Launch {
+template <int D, typename T, int BC = 0> struct K10Launch { /* bc = 0: Hopper only, 227 KB a block */
     static constexpr size_t bytes = K10Smem<D>::bytes;
-    static constexpr int br = K10_BR, threads = K10_WARPS * 32;
+    static constexpr int br = K10_BR, threads = K10_WARPS * 32, bc = 0;
     static constexpr TcKernel<T> fn = kernel10_wgmma<D, T>;
 };
 

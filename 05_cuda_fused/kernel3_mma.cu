@@ -218,12 +218,12 @@ kernel3_alibi(const T *__restrict__ Q, const T *__restrict__ K, const T *__restr
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D, typename T> struct K3Launch {
+template <int D, typename T, int BC = 0> struct K3Launch { /* bc = 0: its tiles fit every GPU (52 KB at D = 128) */
     static constexpr size_t bytes = K3Smem<D>::bytes;
-    static constexpr int br = K3_BR, threads = K3_WARPS * 32;
+    static constexpr int br = K3_BR, threads = K3_WARPS * 32, bc = 0;
     static constexpr TcKernel<T> fn = kernel3_mma<D, T>;
 };
-template <int D, typename T> struct K3LaunchAlibi : K3Launch<D, T> {
+template <int D, typename T, int BC = 0> struct K3LaunchAlibi : K3Launch<D, T> {
     static constexpr TcKernelA<T> fn = kernel3_alibi<D, T>;
 };
 

@@ -34,12 +34,13 @@
 
 constexpr int K4_BR = 64, K4_BC = 64, K4_WARPS = 4;
 
-template <int D> struct K4Smem {
+template <int D, int BCX = 0> struct K4Smem {   /* BCX: a narrower K/V tile (launch_tc.cuh), 0: K4_BC */
+    static constexpr int BC = BCX ? BCX : K4_BC;
     static constexpr int LD = D + 8;  /* 16-byte pad per row: conflict-free ldmatrix */
-    static constexpr size_t bytes = (size_t)(K4_BR + 4 * K4_BC) * LD * 2; /* Q, and K, V twice */
+    static constexpr size_t bytes = (size_t)(K4_BR + 4 * BC) * LD * 2; /* Q, and K, V twice */
 };
 
-template <int D, typename T>
+template <int D, typename T, int BCK = K4_BC>
 __global__ void __launch_bounds__(K4_WARPS * 32)
 kernel4_async(const T *__restrict__ Q,  // [B, H, N, D]
             const T *__restrict__ K,  // [B, H, N, D]
@@ -47,7 +48,7 @@ kernel4_async(const T *__restrict__ Q,  // [B, H, N, D]
             T *__restrict__ O,        // [B, H, N, D]
             long N, long row_tiles, int causal, float scale_log2)
 {
-    constexpr int LD = K4Smem<D>::LD;
+    constexpr int LD = K4Smem<D>::LD, K4_BC = BCK; /* the K/V tile: the kernel's own, or narrowed to fit */
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *q_s = reinterpret_cast<T *>(smem_raw);     // [BR][LD]
     T *k_buf = q_s + K4_BR * LD;                  // [2][BC][LD]: K_j in buffer j % 2
@@ -173,10 +174,10 @@ kernel4_async(const T *__restrict__ Q,  // [B, H, N, D]
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D, typename T> struct K4Launch {
-    static constexpr size_t bytes = K4Smem<D>::bytes;
-    static constexpr int br = K4_BR, threads = K4_WARPS * 32;
-    static constexpr TcKernel<T> fn = kernel4_async<D, T>;
+template <int D, typename T, int BC = 0> struct K4Launch {
+    static constexpr size_t bytes = K4Smem<D, BC>::bytes;
+    static constexpr int br = K4_BR, threads = K4_WARPS * 32, bc = K4Smem<D, BC>::BC;
+    static constexpr TcKernel<T> fn = kernel4_async<D, T, bc>;
 };
 
 static int k4_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
@@ -188,8 +189,11 @@ static int k4_launch(const void *q, const void *k, const void *v, void *o, long 
 static void k4_describe(long D, int dtype, char *buf, size_t n)
 {
     (void)dtype;
-    snprintf(buf, n, "kernel 3 + cp.async double-buffered K/V, BR=%d BC=%d, %zu bytes of shared memory",
-             K4_BR, K4_BC, D == 64 ? K4Smem<64>::bytes : K4Smem<128>::bytes);
+    int bc;
+    size_t bytes;
+    const char *fit = tc_fit_desc<K4Launch>(D, &bc, &bytes);
+    snprintf(buf, n, "kernel 3 + cp.async double-buffered K/V, BR=%d BC=%d, %zu bytes of shared memory%s", K4_BR, bc,
+             bytes, fit);
 }
 
 static const FusedKernel kernel4 = {4, "cp.async x2", "K/V tiles by cp.async, double-buffered: the next load overlaps this tile's math",

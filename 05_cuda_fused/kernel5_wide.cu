@@ -31,12 +31,13 @@
 
 constexpr int K5_BR = 128, K5_BC = 64, K5_WARPS = 8;
 
-template <int D> struct K5Smem {
+template <int D, int BCX = 0> struct K5Smem {   /* BCX: a narrower K/V tile (launch_tc.cuh), 0: K5_BC */
+    static constexpr int BC = BCX ? BCX : K5_BC;
     static constexpr int LD = D + 8;  /* 16-byte pad per row: conflict-free ldmatrix */
-    static constexpr size_t bytes = (size_t)(K5_BR + 4 * K5_BC) * LD * 2; /* Q, and K, V twice */
+    static constexpr size_t bytes = (size_t)(K5_BR + 4 * BC) * LD * 2; /* Q, and K, V twice */
 };
 
-template <int D, typename T>
+template <int D, typename T, int BCK = K5_BC>
 __global__ void __launch_bounds__(K5_WARPS * 32)
 kernel5_wide(const T *__restrict__ Q,  // [B, H, N, D]
             const T *__restrict__ K,  // [B, H, N, D]
@@ -44,7 +45,7 @@ kernel5_wide(const T *__restrict__ Q,  // [B, H, N, D]
             T *__restrict__ O,        // [B, H, N, D]
             long N, long row_tiles, int causal, float scale_log2)
 {
-    constexpr int LD = K5Smem<D>::LD;
+    constexpr int LD = K5Smem<D>::LD, K5_BC = BCK; /* the K/V tile: the kernel's own, or narrowed to fit */
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *q_s = reinterpret_cast<T *>(smem_raw);     // [BR][LD]
     T *k_buf = q_s + K5_BR * LD;                  // [2][BC][LD]: K_j in buffer j % 2
@@ -187,10 +188,10 @@ kernel5_wide(const T *__restrict__ Q,  // [B, H, N, D]
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D, typename T> struct K5Launch {
-    static constexpr size_t bytes = K5Smem<D>::bytes;
-    static constexpr int br = K5_BR, threads = K5_WARPS * 32;
-    static constexpr TcKernel<T> fn = kernel5_wide<D, T>;
+template <int D, typename T, int BC = 0> struct K5Launch {
+    static constexpr size_t bytes = K5Smem<D, BC>::bytes;
+    static constexpr int br = K5_BR, threads = K5_WARPS * 32, bc = K5Smem<D, BC>::BC;
+    static constexpr TcKernel<T> fn = kernel5_wide<D, T, bc>;
 };
 
 static int k5_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
@@ -202,8 +203,11 @@ static int k5_launch(const void *q, const void *k, const void *v, void *o, long 
 static void k5_describe(long D, int dtype, char *buf, size_t n)
 {
     (void)dtype;
-    snprintf(buf, n, "kernel 4 with 8 warps (BR=%d, BC=%d), the mask only on boundary tiles, %zu bytes of shared memory",
-             K5_BR, K5_BC, D == 64 ? K5Smem<64>::bytes : K5Smem<128>::bytes);
+    int bc;
+    size_t bytes;
+    const char *fit = tc_fit_desc<K5Launch>(D, &bc, &bytes);
+    snprintf(buf, n, "kernel 4 with 8 warps (BR=%d, BC=%d), the mask only on boundary tiles, %zu bytes of shared memory%s",
+             K5_BR, bc, bytes, fit);
 }
 
 static const FusedKernel kernel5 = {5, "wide + lean", "BR = 128 (8 warps) and the mask only on the tiles that need it",

@@ -36,12 +36,13 @@
 
 constexpr int K6_BR = 128, K6_BC = 64, K6_WARPS = 8;
 
-template <int D> struct K6Smem {
+template <int D, int BCX = 0> struct K6Smem {   /* BCX: a narrower K/V tile (launch_tc.cuh), 0: K6_BC */
+    static constexpr int BC = BCX ? BCX : K6_BC;
     static constexpr int LD = D + 8;  /* 16-byte pad per row: conflict-free ldmatrix */
-    static constexpr size_t bytes = (size_t)(K6_BR + 4 * K6_BC) * LD * 2; /* Q, and K, V twice */
+    static constexpr size_t bytes = (size_t)(K6_BR + 4 * BC) * LD * 2; /* Q, and K, V twice */
 };
 
-template <int D, typename T>
+template <int D, typename T, int BCK = K6_BC>
 __global__ void __launch_bounds__(K6_WARPS * 32, D == 64 ? 2 : 1) /* D=64: <= 128 registers, 2 blocks per SM */
 kernel6_occupancy(const T *__restrict__ Q,  // [B, H, N, D]
             const T *__restrict__ K,  // [B, H, N, D]
@@ -49,7 +50,7 @@ kernel6_occupancy(const T *__restrict__ Q,  // [B, H, N, D]
             T *__restrict__ O,        // [B, H, N, D]
             long N, long row_tiles, int causal, float scale_log2)
 {
-    constexpr int LD = K6Smem<D>::LD;
+    constexpr int LD = K6Smem<D>::LD, K6_BC = BCK; /* the K/V tile: the kernel's own, or narrowed to fit */
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *q_s = reinterpret_cast<T *>(smem_raw);     // [BR][LD]
     T *k_buf = q_s + K6_BR * LD;                  // [2][BC][LD]: K_j in buffer j % 2
@@ -192,10 +193,10 @@ kernel6_occupancy(const T *__restrict__ Q,  // [B, H, N, D]
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D, typename T> struct K6Launch {
-    static constexpr size_t bytes = K6Smem<D>::bytes;
-    static constexpr int br = K6_BR, threads = K6_WARPS * 32;
-    static constexpr TcKernel<T> fn = kernel6_occupancy<D, T>;
+template <int D, typename T, int BC = 0> struct K6Launch {
+    static constexpr size_t bytes = K6Smem<D, BC>::bytes;
+    static constexpr int br = K6_BR, threads = K6_WARPS * 32, bc = K6Smem<D, BC>::BC;
+    static constexpr TcKernel<T> fn = kernel6_occupancy<D, T, bc>;
 };
 
 static int k6_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
@@ -207,8 +208,11 @@ static int k6_launch(const void *q, const void *k, const void *v, void *o, long 
 static void k6_describe(long D, int dtype, char *buf, size_t n)
 {
     (void)dtype;
-    snprintf(buf, n, "kernel 5, <= 128 registers at D=64 (2 blocks/SM), BR=%d BC=%d, %zu bytes of shared memory",
-             K6_BR, K6_BC, D == 64 ? K6Smem<64>::bytes : K6Smem<128>::bytes);
+    int bc;
+    size_t bytes;
+    const char *fit = tc_fit_desc<K6Launch>(D, &bc, &bytes);
+    snprintf(buf, n, "kernel 5, <= 128 registers at D=64 (2 blocks/SM), BR=%d BC=%d, %zu bytes of shared memory%s",
+             K6_BR, bc, bytes, fit);
 }
 
 static const FusedKernel kernel6 = {6, "occupancy", "kernel 5 capped at 128 registers at D = 64: two blocks (16 warps) per SM instead of one",

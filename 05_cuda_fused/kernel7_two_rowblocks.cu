@@ -44,12 +44,13 @@
 
 constexpr int K7_BR = 128, K7_BC = 64, K7_WARPS = 4, K7_MB = 2;   // K7_MB m16 blocks of rows per warp
 
-template <int D> struct K7Smem {
+template <int D, int BCX = 0> struct K7Smem {   /* BCX: a narrower K/V tile (launch_tc.cuh), 0: K7_BC */
+    static constexpr int BC = BCX ? BCX : K7_BC;
     static constexpr int LD = D + 8;  /* 16-byte pad per row: conflict-free ldmatrix */
-    static constexpr size_t bytes = (size_t)(K7_BR + 4 * K7_BC) * LD * 2; /* Q, and K, V twice */
+    static constexpr size_t bytes = (size_t)(K7_BR + 4 * BC) * LD * 2; /* Q, and K, V twice */
 };
 
-template <int D, typename T>
+template <int D, typename T, int BCK = K7_BC>
 __global__ void __launch_bounds__(K7_WARPS * 32, 2)
 kernel7_two_rowblocks(const T *__restrict__ Q,  // [B, H, N, D]
                       const T *__restrict__ K,  // [B, H, N, D]
@@ -57,7 +58,7 @@ kernel7_two_rowblocks(const T *__restrict__ Q,  // [B, H, N, D]
                       T *__restrict__ O,        // [B, H, N, D]
                       long N, long row_tiles, int causal, float scale_log2)
 {
-    constexpr int LD = K7Smem<D>::LD;
+    constexpr int LD = K7Smem<D>::LD, K7_BC = BCK; /* the K/V tile: the kernel's own, or narrowed to fit */
     constexpr bool Q_IN_REGS = D == 64;           // D = 128: re-read Q's fragments from shared memory
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *q_s = reinterpret_cast<T *>(smem_raw);     // [BR][LD]
@@ -237,10 +238,10 @@ kernel7_two_rowblocks(const T *__restrict__ Q,  // [B, H, N, D]
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D, typename T> struct K7Launch {
-    static constexpr size_t bytes = K7Smem<D>::bytes;
-    static constexpr int br = K7_BR, threads = K7_WARPS * 32;
-    static constexpr TcKernel<T> fn = kernel7_two_rowblocks<D, T>;
+template <int D, typename T, int BC = 0> struct K7Launch {
+    static constexpr size_t bytes = K7Smem<D, BC>::bytes;
+    static constexpr int br = K7_BR, threads = K7_WARPS * 32, bc = K7Smem<D, BC>::BC;
+    static constexpr TcKernel<T> fn = kernel7_two_rowblocks<D, T, bc>;
 };
 
 static int k7_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
@@ -252,8 +253,11 @@ static int k7_launch(const void *q, const void *k, const void *v, void *o, long 
 static void k7_describe(long D, int dtype, char *buf, size_t n)
 {
     (void)dtype;
-    snprintf(buf, n, "4 warps x 32 rows, BR=%d BC=%d, Q %s, %zu bytes of shared memory", K7_BR, K7_BC,
-             D == 64 ? "in registers" : "re-read from shared memory", D == 64 ? K7Smem<64>::bytes : K7Smem<128>::bytes);
+    int bc;
+    size_t bytes;
+    const char *fit = tc_fit_desc<K7Launch>(D, &bc, &bytes);
+    snprintf(buf, n, "4 warps x 32 rows, BR=%d BC=%d, Q %s, %zu bytes of shared memory%s", K7_BR, bc,
+             D == 64 ? "in registers" : "re-read from shared memory", bytes, fit);
 }
 
 static const FusedKernel kernel7 = {7, "2 row blocks", "32 query rows per warp: each K/V fragment read from shared memory feeds two mma",

@@ -41,13 +41,13 @@
 
 constexpr int K8_BR = 128, K8_WARPS = 4, K8_MB = 2;   // K8_MB m16 blocks of rows per warp
 
-template <int D> struct K8Smem {
-    static constexpr int BC = D == 64 ? 128 : 64;  /* the K/V tile: 128 keys at D = 64 (the idea of this kernel) */
+template <int D, int BCX = 0> struct K8Smem {   /* BCX: a narrower K/V tile (launch_tc.cuh), 0: the kernel's own */
+    static constexpr int BC = BCX ? BCX : D == 64 ? 128 : 64;  /* the K/V tile: 128 keys at D = 64 (the idea of this kernel) */
     static constexpr int LD = D + 8;  /* 16-byte pad per row: conflict-free ldmatrix */
     static constexpr size_t bytes = (size_t)(K8_BR + 4 * BC) * LD * 2; /* Q, and K, V twice */
 };
 
-template <int D, typename T>
+template <int D, typename T, int BCK = K8Smem<D>::BC>
 __global__ void __launch_bounds__(K8_WARPS * 32, 2)
 kernel8_wide_kv(const T *__restrict__ Q,  // [B, H, N, D]
                       const T *__restrict__ K,  // [B, H, N, D]
@@ -55,7 +55,7 @@ kernel8_wide_kv(const T *__restrict__ Q,  // [B, H, N, D]
                       T *__restrict__ O,        // [B, H, N, D]
                       long N, long row_tiles, int causal, float scale_log2)
 {
-    constexpr int LD = K8Smem<D>::LD, K8_BC = K8Smem<D>::BC;
+    constexpr int LD = K8Smem<D>::LD, K8_BC = BCK; /* the K/V tile: the kernel's own, or narrowed to fit */
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *q_s = reinterpret_cast<T *>(smem_raw);     // [BR][LD]
     T *k_buf = q_s + K8_BR * LD;                  // [2][BC][LD]: K_j in buffer j % 2
@@ -221,10 +221,10 @@ kernel8_wide_kv(const T *__restrict__ Q,  // [B, H, N, D]
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D, typename T> struct K8Launch {
-    static constexpr size_t bytes = K8Smem<D>::bytes;
-    static constexpr int br = K8_BR, threads = K8_WARPS * 32;
-    static constexpr TcKernel<T> fn = kernel8_wide_kv<D, T>;
+template <int D, typename T, int BC = 0> struct K8Launch {
+    static constexpr size_t bytes = K8Smem<D, BC>::bytes;
+    static constexpr int br = K8_BR, threads = K8_WARPS * 32, bc = K8Smem<D, BC>::BC;
+    static constexpr TcKernel<T> fn = kernel8_wide_kv<D, T, bc>;
 };
 
 static int k8_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
@@ -236,8 +236,11 @@ static int k8_launch(const void *q, const void *k, const void *v, void *o, long 
 static void k8_describe(long D, int dtype, char *buf, size_t n)
 {
     (void)dtype;
-    snprintf(buf, n, "4 warps x 32 rows, BR=%d BC=%d, Q re-read from shared memory, %zu bytes of shared memory", K8_BR,
-             D == 64 ? K8Smem<64>::BC : K8Smem<128>::BC, D == 64 ? K8Smem<64>::bytes : K8Smem<128>::bytes);
+    int bc;
+    size_t bytes;
+    const char *fit = tc_fit_desc<K8Launch>(D, &bc, &bytes);
+    snprintf(buf, n, "4 warps x 32 rows, BR=%d BC=%d, Q re-read from shared memory, %zu bytes of shared memory%s", K8_BR,
+             bc, bytes, fit);
 }
 
 static const FusedKernel kernel8 = {8, "wide K/V tile", "kernel 7 with K/V tiles of 128 keys at D=64: per-tile costs over twice the keys",

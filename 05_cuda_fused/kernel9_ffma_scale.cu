@@ -47,13 +47,13 @@
 
 constexpr int K9_BR = 128, K9_WARPS = 4, K9_MB = 2;   // K9_MB m16 blocks of rows per warp
 
-template <int D> struct K9Smem {
-    static constexpr int BC = D == 64 ? 128 : 64;  /* the K/V tile: 128 keys at D = 64 (kernel 8) */
+template <int D, int BCX = 0> struct K9Smem {   /* BCX: a narrower K/V tile (launch_tc.cuh), 0: the kernel's own */
+    static constexpr int BC = BCX ? BCX : D == 64 ? 128 : 64;  /* the K/V tile: 128 keys at D = 64 (kernel 8) */
     static constexpr int LD = D + 8;  /* 16-byte pad per row: conflict-free ldmatrix */
     static constexpr size_t bytes = (size_t)(K9_BR + 4 * BC) * LD * 2; /* Q, and K, V twice */
 };
 
-template <int D, typename T>
+template <int D, typename T, int BCK = K9Smem<D>::BC>
 __global__ void __launch_bounds__(K9_WARPS * 32, 2)
 kernel9_ffma_scale(const T *__restrict__ Q,  // [B, H, N, D]
                       const T *__restrict__ K,  // [B, H, N, D]
@@ -62,7 +62,7 @@ kernel9_ffma_scale(const T *__restrict__ Q,  // [B, H, N, D]
                       float *__restrict__ L,    // [B, H, N] or NULL: L = m + log l per row, for the backward
                       long N, long row_tiles, int causal, float scale_log2)
 {
-    constexpr int LD = K9Smem<D>::LD, K9_BC = K9Smem<D>::BC;
+    constexpr int LD = K9Smem<D>::LD, K9_BC = BCK; /* the K/V tile: the kernel's own, or narrowed to fit */
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *q_s = reinterpret_cast<T *>(smem_raw);     // [BR][LD]
     T *k_buf = q_s + K9_BR * LD;                  // [2][BC][LD]: K_j in buffer j % 2
@@ -230,10 +230,10 @@ kernel9_ffma_scale(const T *__restrict__ Q,  // [B, H, N, D]
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D, typename T> struct K9Launch {
-    static constexpr size_t bytes = K9Smem<D>::bytes;
-    static constexpr int br = K9_BR, threads = K9_WARPS * 32;
-    static constexpr TcKernelL<T> fn = kernel9_ffma_scale<D, T>;
+template <int D, typename T, int BC = 0> struct K9Launch {
+    static constexpr size_t bytes = K9Smem<D, BC>::bytes;
+    static constexpr int br = K9_BR, threads = K9_WARPS * 32, bc = K9Smem<D, BC>::BC;
+    static constexpr TcKernelL<T> fn = kernel9_ffma_scale<D, T, bc>;
 };
 
 static int k9_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
@@ -251,8 +251,11 @@ static int k9_launch_l(const void *q, const void *k, const void *v, void *o, flo
 static void k9_describe(long D, int dtype, char *buf, size_t n)
 {
     (void)dtype;
-    snprintf(buf, n, "kernel 8 with p = ex2(fmaf(s, scale_log2, -m)), BR=%d BC=%d, %zu bytes of shared memory", K9_BR,
-             D == 64 ? K9Smem<64>::BC : K9Smem<128>::BC, D == 64 ? K9Smem<64>::bytes : K9Smem<128>::bytes);
+    int bc;
+    size_t bytes;
+    const char *fit = tc_fit_desc<K9Launch>(D, &bc, &bytes);
+    snprintf(buf, n, "kernel 8 with p = ex2(fmaf(s, scale_log2, -m)), BR=%d BC=%d, %zu bytes of shared memory%s", K9_BR,
+             bc, bytes, fit);
 }
 
 static const FusedKernel kernel9 = {9, "FFMA scale", "kernel 8 with the softmax scale folded into the exponent: one FFMA per score, not FMUL + FADD",
