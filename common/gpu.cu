@@ -103,13 +103,19 @@ static int attr_or_emulated(cudaDeviceAttr a, int emulated)
     CUDA_CHECK(cudaDeviceGetAttribute(&v, a, dev));
     return g_gpu_as && emulated < v ? emulated : v;
 }
+/* Read once: every launch asks (a launcher sizes its tiles from it), and a host call per launch is time the
+ * GPU may wait through. */
 extern "C" int gpu_smem_block(void)
 {
-    return attr_or_emulated(cudaDevAttrMaxSharedMemoryPerBlockOptin, g_gpu_as ? g_gpu_as->smem_block : 0);
+    static int v = -1;
+    if (v < 0) v = attr_or_emulated(cudaDevAttrMaxSharedMemoryPerBlockOptin, g_gpu_as ? g_gpu_as->smem_block : 0);
+    return v;
 }
 extern "C" int gpu_smem_sm(void)
 {
-    return attr_or_emulated(cudaDevAttrMaxSharedMemoryPerMultiprocessor, g_gpu_as ? g_gpu_as->smem_sm : 0);
+    static int v = -1;
+    if (v < 0) v = attr_or_emulated(cudaDevAttrMaxSharedMemoryPerMultiprocessor, g_gpu_as ? g_gpu_as->smem_sm : 0);
+    return v;
 }
 
 extern "C" const char *gpu_dtype_unavailable(int dtype)
