@@ -293,19 +293,28 @@ static int right(const Graded *g) { return g->present && g->e.n_bad == 0; }
 static int wrong(const Graded *g) { return g->present && g->e.n_bad > 0; }
 static int nonfinite(const Graded *g) { return g->present && g->e.n_nonfinite > 0; }
 
-/* Does the student's output equal what a known break computes on the same inputs? (NaN where the break
- * gives NaN counts as equal: compare() only faults non-finite values where the reference is finite.) */
+/* Does the student's output equal what a known break computes on the same inputs? That is the proof a
+ * diagnosis needs: every value within the tolerance of the break's, and inf or NaN exactly where the break
+ * has inf or NaN (a break that is NaN everywhere must not explain any output at all). */
+static int same64(const float *out, const double *cand, size_t n, double tol)
+{
+    for (size_t i = 0; i < n; i++) {
+        const int fo = f32_is_finite(out[i]), fc = isfinite(cand[i]);
+        if (fo != fc || (fc && !(fabs((double)out[i] - cand[i]) <= tol))) return 0;
+    }
+    return 1;
+}
 static int same(const float *out, const float *cand, size_t n, double tol)
 {
     double *c = xmalloc(n * sizeof(double), "candidate");
     for (size_t i = 0; i < n; i++) c[i] = cand[i];
-    const Err e = compare(out, c, n, tol, 0);
+    const int m = same64(out, c, n, tol);
     tfree(c);
-    return e.n_bad == 0;
+    return m;
 }
 
 static int matches(const Graded *g, const float *cand) { return same(g->out, cand, g->n, g->tol); }
-static int matches64(const Graded *g, const double *cand) { return compare(g->out, cand, g->n, g->tol, 0).n_bad == 0; }
+static int matches64(const Graded *g, const double *cand) { return same64(g->out, cand, g->n, g->tol); }
 
 const char *alibi_diagnosis(const float *q, const float *k, const float *v, const float *out, const float *slope,
                             long bh, long N, long D, double tol, long *tile)
@@ -384,6 +393,97 @@ static int no_division_match(const Graded *g, const Set *t, double *lmax)
     return m;
 }
 
+/* Break 1 in float32: the no-max forward of breaks.c at tiles of 16..128 (e^s overflows past s = 88.72). */
+static int no_max_f32_match(const Graded *g, const Set *t)
+{
+    float *o = xmalloc(g->n * 4, "candidate");
+    int m = 0;
+    for (size_t b = 0; b < NTILES && !m; b++) {
+        break_forward_cpu(g->q, g->k, g->v, o, GB * t->H, t->N, GD, TILES[b], TILES[b], BREAK_NO_MAX, t->causal, 0, 0,
+                          NULL, NULL, NULL);
+        m = matches(g, o);
+    }
+    tfree(o);
+    return m;
+}
+
+/* Break 1 in float64 (a NumPy run promoted to float64): o = sum_j e^s_j v_j and l = sum_j e^s_j with no max,
+ * each e^s in double (inf past s = 709.78), O = o / l: inf / inf = NaN where a score overflows, and the
+ * right answer where none does (the tile order does not matter to a sum that does not overflow, within the
+ * tolerance). */
+static int no_max_f64_match(const Graded *g, const Set *t)
+{
+    double *cand = xmalloc(g->n * sizeof(double), "candidate");
+    const double scale = 1.0 / sqrt((double)GD);
+    for (long h = 0; h < GB * t->H; h++) {
+        const size_t off = (size_t)h * t->N * GD;
+        for (long i = 0; i < t->N; i++) {
+            double *row = cand + off + (size_t)i * GD, l = 0;
+            for (long d = 0; d < GD; d++) row[d] = 0;
+            for (long j = 0; j < (t->causal ? i + 1 : t->N); j++) {
+                double s = 0;
+                for (long d = 0; d < GD; d++) s += (double)g->q[off + (size_t)i * GD + d] * g->k[off + (size_t)j * GD + d];
+                const double p = exp(s * scale);
+                l += p;
+                for (long d = 0; d < GD; d++) row[d] += p * g->v[off + (size_t)j * GD + d];
+            }
+            for (long d = 0; d < GD; d++) row[d] /= l;
+        }
+    }
+    const int m = matches64(g, cand);
+    tfree(cand);
+    return m;
+}
+
+/* Break 3: the running max started at 0 (breaks.c's BREAK_MAX_ZERO at tiles of 16..128). */
+static int max_zero_match(const Graded *g, const Set *t)
+{
+    float *o = xmalloc(g->n * 4, "candidate");
+    int m = 0;
+    for (size_t b = 0; b < NTILES && !m; b++) {
+        break_forward_cpu(g->q, g->k, g->v, o, GB * t->H, t->N, GD, TILES[b], TILES[b], BREAK_MAX_ZERO, t->causal, 0, 0,
+                          NULL, NULL, NULL);
+        m = matches(g, o);
+    }
+    tfree(o);
+    return m;
+}
+
+/* The chapter's causal snippet: every K/V tile visited, and a tile above the diagonal (all masked for a row)
+ * gives m_tile = -inf and p = e^(-inf - (-inf)) = NaN; so every row of a row tile that a later, wholly masked
+ * K/V tile follows ends in NaN (rows i < the last tile's start, (N - 1) // T * T, at BR = BC = T) and the
+ * other rows are right. *tile gets the T that reproduces it. */
+static int masked_nan_match(const Graded *g, const Set *t, long *tile)
+{
+    double *cand = xmalloc(g->n * sizeof(double), "candidate");
+    int m = 0;
+    for (size_t b = 0; b < NTILES && !m; b++) {
+        const long last = (t->N - 1) / TILES[b] * TILES[b];
+        for (size_t x = 0; x < g->n; x++) cand[x] = (long)(x / GD % (size_t)t->N) < last ? NAN : g->ref[x];
+        m = last > 0 && matches64(g, cand);
+        if (m) *tile = TILES[b];
+    }
+    tfree(cand);
+    return m;
+}
+
+/* The last partial row tile dropped: rows from (N // BR) * BR never written (left 0, as np.zeros made them),
+ * every other row right. */
+static int dropped_rows_match(const Graded *g, const Set *t, long *first_row)
+{
+    double *cand = xmalloc(g->n * sizeof(double), "candidate");
+    int m = 0;
+    for (size_t b = 0; b < NTILES && !m; b++) {
+        const long stop = t->N / TILES[b] * TILES[b];
+        if (stop == t->N || stop == 0) continue;
+        for (size_t x = 0; x < g->n; x++) cand[x] = (long)(x / GD % (size_t)t->N) >= stop ? 0.0 : g->ref[x];
+        m = matches64(g, cand);
+        if (m) *first_row = stop;
+    }
+    tfree(cand);
+    return m;
+}
+
 /* Low-precision arithmetic: errors of the size that the same tiled forward makes with s, p, l and o
  * stored in fp16 (breaks.c's fp16 path) on these inputs: max abs and rel L2 each within 8x of it (fp16's
  * unit roundoff is 2^-11, float32's 2^-24: 8192x apart, so 8x either way cannot be float32's). *e16 gets
@@ -406,29 +506,38 @@ static int fp16_like(const Graded *g, const Set *t, Err *e16, int *all_fp16)
 
 static const char *diagnosis(Graded *g, char *why, size_t nw)
 {
-    const Graded *multi = &g[S_MULTI], *one = &g[S_ONE], *neg = &g[S_NEG], *cau = &g[S_CAUSAL], *large = &g[S_LARGE],
+    const Graded *multi = &g[S_MULTI], *neg = &g[S_NEG], *cau = &g[S_CAUSAL], *large = &g[S_LARGE],
                  *huge = &g[S_HUGE], *al = &g[S_ALIBI];
     const char *c = NULL;
+    long tile = 0;
     why[0] = '\0';
-    if (nonfinite(large) || nonfinite(huge)) {
-        c = "running-max subtraction missing (exp overflow)"; // e^s past 88.72 (float32), 709.78 (float64): inf, inf/inf = NaN
-        if (nonfinite(huge) && large->present && !nonfinite(large))
-            snprintf(why, nw, ": out_huge.npy (scores about 900 to 1100) is inf/NaN, out_large.npy (scores up to about 110) "
-                     "is not: e^s overflows float64 only past s = 709.78 (float32 past 88.72), so this run computed in "
-                     "float64; the running max m keeps every exponent s - m <= 0 in either");
-        else if (nonfinite(large))
-            snprintf(why, nw, ": out_large.npy (scores up to about 110) is inf/NaN: e^s overflows float32 past s = 88.72");
-        return c;
+    /* Every cause below is named only when the break, rerun on the student's own inputs, gives the student's
+     * output (within the tolerance, inf and NaN in the same places); a pattern that merely looks like one is
+     * not enough: a student fixes what they are told. */
+    if (nonfinite(large) && no_max_f32_match(large, &SETS[S_LARGE])) { // e^s past 88.72: inf, inf/inf = NaN
+        snprintf(why, nw, ": out_large.npy (scores up to about 110) equals Break 1 in float32: e^s overflows float32 past s = 88.72");
+        return "running-max subtraction missing (exp overflow)";
     }
-    if (nonfinite(cau) && right(multi) && right(large)) {
+    if (nonfinite(huge) && right(large) && no_max_f64_match(huge, &SETS[S_HUGE])) {
+        snprintf(why, nw, ": out_huge.npy (scores about 900 to 1100) equals Break 1 in float64, and out_large.npy "
+                 "(scores up to about 110) is right: e^s overflows float64 only past s = 709.78 (float32 past 88.72), so "
+                 "this run computed in float64; the running max m keeps every exponent s - m <= 0 in either");
+        return "running-max subtraction missing (exp overflow)";
+    }
+    if (nonfinite(cau) && right(multi) && right(large) && masked_nan_match(cau, &SETS[S_CAUSAL], &tile)) {
         /* The chapter's causal snippet does this: it visits every K/V tile, and in a tile above the diagonal a
          * row has every score masked, m_tile = -inf and p = e^(-inf - (-inf)) = NaN. */
-        snprintf(why, nw, " (m_tile = -inf, p = e^(-inf - (-inf))): skip the tiles above the diagonal, or let a "
-                 "row whose tile is all masked contribute nothing (first NaN row %ld)", cau->first_bad_row);
+        snprintf(why, nw, " (m_tile = -inf, p = e^(-inf - (-inf))): out_causal.npy is NaN in exactly the rows that a "
+                 "wholly masked K/V tile follows at BR = BC = %ld (rows 0..%ld) and right in the others: skip the tiles "
+                 "above the diagonal, or let a row whose tile is all masked contribute nothing", tile,
+                 (SETS[S_CAUSAL].N - 1) / tile * tile - 1);
         return "a fully masked K/V tile gives NaN";
     }
-    if (neg->row_pattern_max_zero && right(large))
-        return "running max initialised to 0 instead of -inf";   // e^(s - 0) underflows for s < -104: 0/0
+    if (wrong(neg) && right(large) && max_zero_match(neg, &SETS[S_NEG])) {
+        snprintf(why, nw, ": out_negative.npy equals Break 3 (m starts at 0: e^(s - 0) underflows for s below -104, "
+                 "l = 0, 0/0)");
+        return "running max initialised to 0 instead of -inf";
+    }
     /* Only sets whose N is not a multiple of the tile wrong, each equal to attention without its last
      * partial K/V tile. */
     int ragged_bad = 0, others_ok = 1, all_match = 1;
@@ -491,8 +600,6 @@ static const char *diagnosis(Graded *g, char *why, size_t nw)
                      "float32", multi->e.max_abs, multi->e.rel_l2, e16.max_abs, e16.rel_l2, multi->e.max_abs / multi->tol,
                      all16 ? "; every output is an fp16 value" : "");
         }
-        if (!c && right(one) && multi->bad_row_frac > 0.5) // right with one tile, most rows wrong with several
-            c = "running statistics not rescaled (alpha/beta)";
     } else if (right(multi) && wrong(cau)) {
         float *o = xmalloc(cau->n * 4, "candidate");
         static const int modes[2] = {MASK_RELATIVE_ALL, MASK_RELATIVE};
@@ -507,9 +614,24 @@ static const char *diagnosis(Graded *g, char *why, size_t nw)
                 }
             }
         tfree(o);
-        if (!c && cau->first_bad_row >= 8 && cau->later_bad_frac > 0.5) { // right in the first row tile only
-            c = "mask built from tile-relative indices";
-            snprintf(why, nw, ": rows 0..%ld right, most rows after wrong", cau->first_bad_row - 1);
+    }
+    if (!c) { /* rows past the last whole row tile never written, on every set where N is not a multiple of it */
+        int ragged_wrong = 0, proven = 1;
+        char rows[160] = "";
+        for (int s2 = 0, k = 0; s2 < NSETS && proven; s2++) {
+            long first = 0;
+            if (!wrong(&g[s2])) continue;
+            ragged_wrong++;
+            proven = SETS[s2].N % GTILE != 0 && dropped_rows_match(&g[s2], &SETS[s2], &first);
+            if (proven && k < (int)sizeof rows)
+                k += snprintf(rows + k, sizeof rows - (size_t)k, "%sout_%s.npy from row %ld of %ld", k ? ", " : "",
+                              SETS[s2].name, first, SETS[s2].N);
+        }
+        if (ragged_wrong && proven) {
+            snprintf(why, nw, ": the wrong outputs are right in every row but those past the last whole row tile, which "
+                     "are 0 (never written: %s): the row loop stops at (N // BR) * BR; run it to N and give the last row "
+                     "tile N - i0 rows", rows);
+            c = "the last partial row tile dropped (N not a multiple of BR)";
         }
     }
     int base_ok = 1;
@@ -524,9 +646,23 @@ static const char *diagnosis(Graded *g, char *why, size_t nw)
     }
     for (int s = 0; s < NSETS && !c; s++)
         if (wrong(&g[s])) {
+            /* no break reproduces it: say where it goes wrong, not why */
+            const Graded *w = &g[s];
+            const long N = SETS[s].N, r = w->first_bad_row;
             c = "wrong in a way no known break explains";
-            snprintf(why, nw, ": first bad in out_%s.npy at index %zu, expected %.6g, got %g", SETS[s].name,
-                     g[s].e.bad_idx[0], g[s].e.bad_ref[0], (double)g[s].e.bad_got[0]);
+            char right_rows[64] = "";
+            if (r > 0) snprintf(right_rows, sizeof right_rows, "right in rows 0..%ld of every head, ", r - 1);
+            int k = snprintf(why, nw, " (none of the known breaks, rerun on these inputs, gives this output): out_%s.npy is "
+                             "%swrong from row %ld (row tile %ld of BR = 64, rows %ld..%ld, which sees K/V tiles 0..%ld); %zu "
+                             "of %zu outputs wrong, first", SETS[s].name, right_rows, r,
+                             r / GTILE, r / GTILE * GTILE, (r / GTILE + 1) * GTILE < N ? (r / GTILE + 1) * GTILE - 1 : N - 1,
+                             ((SETS[s].causal ? r : N - 1)) / GTILE, w->e.n_bad, w->e.n);
+            for (size_t b = 0; b < w->e.n_bad && b < 3 && k < (int)nw; b++) {
+                const size_t x = w->e.bad_idx[b];
+                k += snprintf(why + k, nw - (size_t)k, "%s index %zu (head %zu, row %zu, d %zu): expected %.6g, got %g",
+                              b ? ";" : "", x, x / GD / (size_t)N, x / GD % (size_t)N, x % GD, w->e.bad_ref[b],
+                              (double)w->e.bad_got[b]);
+            }
         }
     return c;
 }
@@ -547,13 +683,24 @@ int grade_dir(const char *dir, int print, GradeReport *rep)
     if (print)
         printf("step07 --grade %s: %d input sets, [B, H, N, D] = [1, H, N, 64], tolerance 10x the error of textbook "
                "fp32 attention on the same inputs (01's naive, with the bias for ALiBi), 1e-4 to 1e-3\n", dir, NSETS);
+    static GradeReport own;
+    GradeReport *R = rep ? rep : &own;
+    memset(R, 0, sizeof *R);
+    R->sets = NSETS;
     for (int s = 0; s < NSETS; s++) {
         const Err *e = &g[s].e;
+        char *line = R->set_text[s];
+        const size_t nl = sizeof R->set_text[s];
+        R->set_name[s] = SETS[s].name;
         if (!g[s].present) {
             missing++;
-            if (print) printf("  MISSING %-9s %s: %s not found\n", SETS[s].name, SETS[s].what, g[s].missing);
+            R->set_status[s] = "missing";
+            snprintf(line, nl, "MISSING %-9s %s: %s not found", SETS[s].name, SETS[s].what, g[s].missing);
+            if (print) printf("  %s\n", line);
             continue;
         }
+        R->set_status[s] = e->n_bad == 0 ? "passed" : "failed";
+        R->passed += e->n_bad == 0;
         all &= e->n_bad == 0;
         f64_files += g[s].f64_file;
         /* A float64 run: a set graded right whose every output is the float nearest the float64 result. Float32
@@ -561,16 +708,16 @@ int grade_dir(const char *dir, int print, GradeReport *rep)
          * these sets); NumPy's float64 promotion still takes q k^T from float32 arrays, so only a set whose
          * scores are exact in float32 (huge) shows it whole. */
         if (e->n_bad == 0 && g[s].nearest >= 0.9999 && f64_set < 0) f64_set = s;
-        if (!print) continue;
         if (e->n_bad == 0)
-            printf("  PASS %-9s %s: %s (tol %.1e)\n", SETS[s].name, SETS[s].what, fmt_err(e, eb, sizeof eb), g[s].tol);
+            snprintf(line, nl, "PASS %-9s %s: %s (tol %.1e)", SETS[s].name, SETS[s].what, fmt_err(e, eb, sizeof eb), g[s].tol);
         else {
             const size_t x = e->bad_idx[0];
-            printf("  FAIL %-9s %s: %zu of %zu outputs wrong (%zu inf/NaN), %s (tol %.1e); first bad: index %zu "
-                   "(head %zu, row %zu, d %zu): expected %.6g, got %g\n", SETS[s].name, SETS[s].what, e->n_bad, e->n,
-                   e->n_nonfinite, fmt_err(e, eb, sizeof eb), g[s].tol, x, x / GD / (size_t)SETS[s].N,
-                   x / GD % (size_t)SETS[s].N, x % GD, e->bad_ref[0], (double)e->bad_got[0]);
+            snprintf(line, nl, "FAIL %-9s %s: %zu of %zu outputs wrong (%zu inf/NaN), %s (tol %.1e); first bad: index %zu "
+                     "(head %zu, row %zu, d %zu): expected %.6g, got %g", SETS[s].name, SETS[s].what, e->n_bad, e->n,
+                     e->n_nonfinite, fmt_err(e, eb, sizeof eb), g[s].tol, x, x / GD / (size_t)SETS[s].N,
+                     x / GD % (size_t)SETS[s].N, x % GD, e->bad_ref[0], (double)e->bad_got[0]);
         }
+        if (print) printf("  %s\n", line);
     }
     const char *c = all ? NULL : diagnosis(g, why, sizeof why);
     if (all) why[0] = '\0';
@@ -594,13 +741,113 @@ int grade_dir(const char *dir, int print, GradeReport *rep)
                 if (!g[s].present) printf("%s%s", k++ ? ", " : "", g[s].missing);
             printf(": %d of %d sets not graded\n", missing, NSETS);
         }
-        if (!all) printf("grade: wrong. diagnosis: %s%s\n", c, why);
-        else if (missing) printf("grade: incomplete: the %d graded sets are right, %d MISSING\n", NSETS - missing, missing);
-        else printf("grade: every set right: the tiled attention is correct\n");
     }
-    if (rep) { rep->cause = c; rep->why = why; rep->missing = missing; rep->f64_files = f64_files; rep->f64_run = f64_run; }
+    if (!all) snprintf(R->summary, sizeof R->summary, "grade: wrong. diagnosis: %s%s", c, why);
+    else if (missing) snprintf(R->summary, sizeof R->summary, "grade: incomplete: the %d graded sets are right, %d MISSING",
+                               NSETS - missing, missing);
+    else snprintf(R->summary, sizeof R->summary, "grade: every set right: the tiled attention is correct");
+    if (print) printf("%s\n", R->summary);
+    R->cause = c; R->why = why; R->missing = missing; R->f64_files = f64_files; R->f64_run = f64_run;
     for (int s = 0; s < NSETS; s++) graded_free(&g[s]);
     return all && !missing ? 0 : 1;
+}
+
+// --- the autograder's results file ------------------------------------------------------
+
+static void json_string(FILE *f, const char *t)
+{
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)t; *c; c++) {
+        if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
+        else if (*c == '\n') fputs("\\n", f);
+        else if (*c < 0x20) fprintf(f, "\\u%04x", *c);
+        else fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
+int grade_json(const char *path, const GradeReport *r)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) { fprintf(stderr, "%s: option --json: cannot write %s: %s\n", g_prog, path, strerror(errno)); return -1; }
+    fprintf(f, "{\n  \"score\": %d,\n  \"max_score\": %d,\n  \"output\": ", r->passed, r->sets);
+    json_string(f, r->summary);
+    fprintf(f, ",\n  \"tests\": [\n");
+    for (int s = 0; s < r->sets; s++) {
+        const int ok = !strcmp(r->set_status[s], "passed");
+        fprintf(f, "    {\"name\": ");
+        json_string(f, r->set_name[s]);
+        fprintf(f, ", \"score\": %d, \"max_score\": 1, \"status\": \"%s\", \"output\": ", ok, ok ? "passed" : "failed");
+        json_string(f, r->set_text[s]);
+        fprintf(f, "}%s\n", s + 1 < r->sets ? "," : "");
+    }
+    fprintf(f, "  ]\n}\n");
+    const int bad = ferror(f);
+    if (fclose(f) != 0 || bad) { fprintf(stderr, "%s: option --json: cannot write %s\n", g_prog, path); return -1; }
+    return 0;
+}
+
+/* A JSON syntax check, recursive descent over RFC 8259's grammar (no semantic checks): p is advanced past
+ * one value, or set to NULL at the first error. */
+static const char *json_ws(const char *p) { while (p && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++; return p; }
+static const char *json_value(const char *p, int depth);
+static const char *json_str(const char *p)
+{
+    if (*p++ != '"') return NULL;
+    for (; *p != '"'; p++) {
+        if ((unsigned char)*p < 0x20) return NULL;       /* raw control characters (a NUL too) must be escaped */
+        if (*p == '\\') {
+            p++;
+            if (*p == 'u') { for (int i = 1; i <= 4; i++) if (!strchr("0123456789abcdefABCDEF", p[i]) || !p[i]) return NULL; p += 4; }
+            else if (!*p || !strchr("\"\\/bfnrt", *p)) return NULL;
+        }
+    }
+    return p + 1;
+}
+static const char *json_value(const char *p, int depth)
+{
+    p = json_ws(p);
+    if (!p || depth > 64) return NULL;
+    if (*p == '"') return json_str(p);
+    if (*p == '{' || *p == '[') {
+        const char close = *p == '{' ? '}' : ']';
+        p = json_ws(p + 1);
+        if (*p == close) return p + 1;
+        for (;;) {
+            if (close == '}') {
+                p = json_ws(p);
+                if (!p || !(p = json_str(p)) || *(p = json_ws(p)) != ':') return NULL;
+                p++;
+            }
+            if (!(p = json_ws(json_value(p, depth + 1)))) return NULL;
+            if (*p == close) return p + 1;
+            if (*p++ != ',') return NULL;
+        }
+    }
+    if (!strncmp(p, "true", 4)) return p + 4;
+    if (!strncmp(p, "false", 5)) return p + 5;
+    if (!strncmp(p, "null", 4)) return p + 4;
+    char *end;
+    if (*p != '-' && (*p < '0' || *p > '9')) return NULL;
+    (void)strtod(p, &end);
+    return end > p ? end : NULL;
+}
+int json_valid(const char *text)
+{
+    const char *p = json_ws(json_value(text, 0));
+    return p && *p == '\0';
+}
+
+/* Read a whole small file into a NUL-terminated string (NULL if it cannot be read). */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = xmalloc(1 << 16, "json");
+    const size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
 }
 
 // --- the grader's own checks ------------------------------------------------------------
@@ -612,7 +859,10 @@ int grade_dir(const char *dir, int print, GradeReport *rep)
  * in float, each rounded to fp16 once, as NumPy's float16 matmul and sum do). It shares no
  * code with breaks.c, step 06's mask or the reference on purpose: the grader must recognise the mistake
  * in code that is not its own candidates'. */
-enum { ST_RIGHT, ST_NO_MAX, ST_DROP_LAST, ST_DROP_LAST_ROWS, ST_NO_SCALE, ST_NO_DIV };
+enum { ST_RIGHT, ST_NO_MAX, ST_DROP_LAST, ST_DROP_LAST_ROWS, ST_NO_SCALE, ST_NO_DIV,
+       ST_DROP_ROWS_ONLY, /* the row loop stops at (N // BR) * BR, the K/V loop runs to N */
+       ST_DIAG_OFF,       /* the causal mask hides the diagonal too (j >= i): row 0 sees nothing */
+       ST_V_SHIFT };      /* p V with V's rows shifted by one in the last K/V tile: a bug no break makes */
 
 static double in_bits(double x, int bits)
 {
@@ -625,7 +875,7 @@ static void student_forward(const float *q, const float *k, const float *v, cons
     enum { T = GTILE };
     const double scale = bug == ST_NO_SCALE ? 1.0 : in_bits(1.0 / sqrt((double)D), bits);
     const long kv_stop = bug == ST_DROP_LAST || bug == ST_DROP_LAST_ROWS ? N / T * T : N; // the bug: range(0, (N // BC) * BC, BC)
-    const long q_stop = bug == ST_DROP_LAST_ROWS ? N / T * T : N;   // ... and for the rows too (they stay 0)
+    const long q_stop = bug == ST_DROP_LAST_ROWS || bug == ST_DROP_ROWS_ONLY ? N / T * T : N; // ... the rows (they stay 0)
     const int sb = bits == 16 ? 32 : bits; /* sums (rowsum(p), p V) as NumPy's float16 matmul and sum do them: in
                                               float, rounded to fp16 once; every other operation in fp16. q . k is
                                               a float32 sum at every precision: NumPy multiplies the float32 arrays
@@ -652,7 +902,7 @@ static void student_forward(const float *q, const float *k, const float *v, cons
                         for (long d = 0; d < D; d++) acc = in_bits(acc + in_bits((double)qh[i * D + d] * kh[j * D + d], 32), 32);
                         p[c] = in_bits(in_bits(acc, bits) * scale, bits); // s = q . k / sqrt(D)
                         if (slope) p[c] = in_bits(p[c] - in_bits(slope[h] * (double)(i > j ? i - j : j - i), bits), bits);
-                        if (causal && j > i) p[c] = -INFINITY;
+                        if (causal && (j > i || (bug == ST_DIAG_OFF && j == i))) p[c] = -INFINITY;
                         if (p[c] > m_tile) m_tile = p[c];
                     }
                     const double m_new = bug == ST_NO_MAX ? 0.0 : fmax(m[r], m_tile);
@@ -666,7 +916,10 @@ static void student_forward(const float *q, const float *k, const float *v, cons
                     l[r] = in_bits(in_bits(alpha * l[r], bits) + l_tile, bits); // l = alpha l + rowsum(p)
                     for (long d = 0; d < D; d++) {
                         double pv = 0;
-                        for (long c = 0; c < bc; c++) pv = in_bits(pv + in_bits(p[c] * vh[(j0 + c) * D + d], sb), sb);
+                        for (long c = 0; c < bc; c++) {
+                            const long vj = bug == ST_V_SHIFT && j0 + T >= kv_stop && c + 1 < bc ? j0 + c + 1 : j0 + c;
+                            pv = in_bits(pv + in_bits(p[c] * vh[vj * D + d], sb), sb);
+                        }
                         pv = in_bits(pv, bits);
                         o[r * D + d] = in_bits(in_bits(alpha * o[r * D + d], bits) + pv, bits); // o = alpha o + p V
                     }
@@ -789,6 +1042,13 @@ void grade_checks(void)
         {{AS_STUDENT, ST_NO_SCALE, 32, 0}, "student-no-scale", "scale 1/sqrt(D) missing", NULL, 0},
         {{AS_STUDENT, ST_NO_DIV, 32, 0}, "student-no-division", "final division by l missing", NULL, 0},
         {{AS_STUDENT, ST_RIGHT, 16, 0}, "student-fp16", "low-precision (fp16) arithmetic", NULL, 0},
+        {{AS_STUDENT, ST_DROP_ROWS_ONLY, 32, 0}, "student-drop-last-row-tile",
+         "the last partial row tile dropped (N not a multiple of BR)", "from row 192", 0},
+        /* bugs the grader has no name for: it must say so, not name a cause that only looks alike (the causal rows
+         * wrong after the first row tile once read as a tile-relative mask; a NaN row once as a masked tile) */
+        {{AS_STUDENT, ST_DIAG_OFF, 32, 0}, "student-diagonal-masked", "wrong in a way no known break explains",
+         "out_causal.npy is wrong from row 0 (row tile 0", 0},
+        {{AS_STUDENT, ST_V_SHIFT, 32, 0}, "student-v-shifted", "wrong in a way no known break explains", "first index", 0},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         write_outputs(dir, &cases[c].w);
@@ -809,6 +1069,39 @@ void grade_checks(void)
         report(ok, NULL, name, "outputs written as a student with this %s would: graded %s, diagnosis \"%s\" (expected "
                "\"%s\")%s", cases[c].w.as == AS_STUDENT ? "code" : "break", rc ? "wrong" : "right", r.cause ? r.cause : "(none)",
                want ? want : "(none)", extra);
+    }
+    /* --json: the autograder's file for a student with Break 2 (right where one K/V tile holds the row, wrong elsewhere),
+     * read back: valid JSON (the validator itself must refuse a broken file), the score the grade says, a test
+     * per set with its status */
+    {
+        static const Writer norescale = {AS_NO_RESCALE, 0, 0, 0};
+        write_outputs(dir, &norescale);
+        GradeReport r;
+        grade_dir(dir, 0, &r);
+        snprintf(path, sizeof path, "%s/results.json", dir);
+        char *text = grade_json(path, &r) == 0 ? slurp(path) : NULL;
+        int tests = 0, passed = 0;
+        for (const char *t = text; t && (t = strstr(t, "\"status\": \"")); t++) {
+            tests++;
+            passed += !strncmp(t + 11, "passed", 6);
+        }
+        char want[64];
+        snprintf(want, sizeof want, "\"score\": %d,\n  \"max_score\": %d", r.passed, NSETS);
+        const int ok = text && json_valid(text) && strstr(text, want) && tests == NSETS && passed == r.passed &&
+                       r.passed > 0 && r.passed < NSETS && strstr(text, "running statistics not rescaled");
+        report(ok, NULL, "grade/json", "--json of a student with Break 2: %s JSON, %d tests (expected %d), %d passed "
+               "(the grade: %d of %d), the diagnosis in its output: %s", text && json_valid(text) ? "valid" : "INVALID", tests,
+               NSETS, passed, r.passed, NSETS, text && strstr(text, "running statistics not rescaled") ? "yes" : "NO");
+        tfree(text);
+        unlink(path);
+        static const char *const broken[] = {"{\"a\": \"x\"y\"}", "{\"a\": 1,}", "{\"a\" 1}", "[1, 2", "{\"a\": \"tab\there\"}",
+                                             "{\"a\": 1} x", "{\"a\": nul}"};
+        int refused = 0;
+        for (size_t b = 0; b < sizeof broken / sizeof *broken; b++) refused += !json_valid(broken[b]);
+        report(refused == (int)(sizeof broken / sizeof *broken) && json_valid("{\"a\": [1, -2.5e3, \"\\u00e9\\n\", true, null]}"),
+               NULL, "grade/json-validator", "the check's JSON validator refuses %d of %zu broken texts (an unescaped quote, "
+               "a trailing comma, a missing colon, an open array, a raw tab, text after the value, a misspelt null) and "
+               "takes a good one", refused, sizeof broken / sizeof *broken);
     }
     /* one output missing: the other sets are graded, exit 1, MISSING said */
     static const Writer right32 = {AS_STUDENT, ST_RIGHT, 32, 0};

@@ -18,6 +18,11 @@ int grade_assignment(const char *dir, unsigned long long seed, int print);
 typedef struct {
     const char *cause, *why;
     int missing, f64_files, f64_run;
+    int sets, passed;              /* the input sets, and how many of them are right */
+    const char *set_name[8];       /* per set: its name, "passed", "failed" or "missing", and the grader's line */
+    const char *set_status[8];
+    char set_text[8][640];
+    char summary[1400];            /* the closing lines: notes and the diagnosis */
 } GradeReport;
 
 /* Read the sets and the student's out_SET.npy from dir, compare each with the float64 reference, print
@@ -25,6 +30,14 @@ typedef struct {
  * there and right) or 1 (something missing or wrong); a malformed file or no such dir exits 2 with one
  * line naming it. rep (may be NULL) gets what was found. */
 int grade_dir(const char *dir, int print, GradeReport *rep);
+
+/* The results file an autograder reads (Gradescope's results.json and its kin): {"score", "max_score",
+ * "output", "tests": [{"name", "score", "max_score", "status", "output"}, ...]}, one test per input set, a
+ * point each. 0, or -1 after one line if path cannot be written. */
+int grade_json(const char *path, const GradeReport *r);
+/* 1 if text is one JSON value (objects, arrays, strings with their escapes, numbers, true, false, null) and
+ * nothing after it: the check of grade_json's file. */
+int json_valid(const char *text);
 
 /* Where a score modifier went, if it went to a known wrong place: out (of inputs q, k, v [bh, N, D] with
  * ALiBi slopes [bh]) equals Break ALiBi-after-max or ALiBi-relative at tiles of 16..128. Returns the cause

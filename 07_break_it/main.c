@@ -32,6 +32,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 static const char *const break_names[] = {"none", "no-max", "no-rescale", "max-zero", "alibi-relative", "alibi-after-max"};
@@ -450,6 +451,8 @@ static void usage(const Opts *o)
            "  --assignment DIR       write input sets for a student's own tiled attention (and DIR/README.txt)\n"
            "  --grade DIR            grade the student's DIR/out_SET.npy: PASS, FAIL or MISSING per set, the break it\n"
            "                         shows; exit 0 all right, 1 anything wrong or missing, 2 a malformed file\n"
+           "  --json FILE            with --grade: also write FILE, the results file an autograder reads (Gradescope's\n"
+           "                         results.json: the score, one test per set with its status and the grader's line)\n"
            "  --q/--k/--v FILE.npy --out FILE.npy [--causal] [--alibi]   run --break (default none) on these inputs, save O\n");
 }
 
@@ -477,7 +480,7 @@ int main(int argc, char **argv)
     int brk = -1, trace = 0, diag = 0;
     long trace_row = -1;
     double scale = 1;
-    const char *assignment = NULL, *grade = NULL;
+    const char *assignment = NULL, *grade = NULL, *json = NULL;
     int alibi = 0;
     opts_expand(&argc, &argv);
     opts_init(&o, "step07", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_DEVICE | OPT_NPY | OPT_GPU_AS |
@@ -491,6 +494,12 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--trace-row")) { const char *opt = argv[i]; trace_row = parse_long(opt, opt_value(argc, argv, &i), 0, 1048575); continue; }
         if (!strcmp(argv[i], "--diagnose")) { diag = 1; continue; }
         if (!strcmp(argv[i], "--alibi")) { alibi = 1; continue; }
+        if (!strcmp(argv[i], "--json")) {
+            const char *opt = argv[i];
+            json = opt_value(argc, argv, &i);
+            if (!*json) usage_error("option %s: empty file name", opt);
+            continue;
+        }
         if (!strcmp(argv[i], "--assignment") || !strcmp(argv[i], "--grade")) {
             const char **dst = argv[i][2] == 'a' ? &assignment : &grade, *opt = argv[i];
             *dst = opt_value(argc, argv, &i);
@@ -501,7 +510,19 @@ int main(int argc, char **argv)
     }
     if (o.help) { usage(&o); return 0; }
     if (assignment) return grade_assignment(assignment, o.seed, 1);
-    if (grade) return grade_dir(grade, 1, NULL);
+    if (json && !grade) usage_error("option --json goes with --grade DIR (the results file of that grade)");
+    if (grade) {
+        if (json) { /* a results file that cannot be written is bad input: said before anything is graded */
+            FILE *jf = fopen(json, "w");
+            if (!jf) usage_error("option --json: cannot write %s: %s", json, strerror(errno));
+            fclose(jf);
+        }
+        GradeReport r;
+        const int rc = grade_dir(grade, 1, &r);
+        if (json && grade_json(json, &r) != 0) return EXIT_FAIL;
+        if (json) printf("wrote %s: score %d of %d, one test per set (an autograder's results file)\n", json, r.passed, r.sets);
+        return rc;
+    }
     if (o.outfile && !o.qfile) usage_error("option --out needs --q, --k and --v: the inputs whose output it saves");
     if (o.causal && !o.qfile) usage_error("option --causal goes with --q/--k/--v/--out (the other runs are non-causal)");
     if (alibi && !o.qfile) usage_error("option --alibi goes with --q/--k/--v/--out (--break alibi-... runs its own)");

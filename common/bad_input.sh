@@ -154,6 +154,9 @@ if [ -x ./step07 ]; then   # a graded assignment with one output truncated, one 
     mkdir -p "$tmp/c" && cp "$tmp/b"/*.npy "$tmp/c/" && cp "$tmp/a/q_multi.npy" "$tmp/c/out_multi.npy" && rm "$tmp/c/out_large.npy"
     mkdir -p "$tmp/d" && cp "$tmp/c"/*.npy "$tmp/d/" && mknpy "$tmp/d/out_multi.npy" '<i4' '(1, 2, 256, 64)' 131072
 fi
+bad step07 "json without grade"  --json /tmp/r.json
+bad step07 "json empty name"    --json ""
+bad step07 "json unwritable"    --grade "$tmp/a" --json /nonexistent-dir/r.json
 bad step07 "grade: output truncated" --grade "$tmp/a"
 bad step07 "grade: output wrong shape" --grade "$tmp/b"
 bad step07 "grade: output int32"     --grade "$tmp/d"
