@@ -455,13 +455,14 @@ static int max_zero_match(const Graded *g, const Set *t)
  * other rows are right. *tile gets the T that reproduces it. */
 static int masked_nan_match(const Graded *g, const Set *t, long *tile)
 {
+    static const long order[] = {GTILE, 16, 32, 128}; /* the assignment's tile first: several give the same rows */
     double *cand = xmalloc(g->n * sizeof(double), "candidate");
     int m = 0;
-    for (size_t b = 0; b < NTILES && !m; b++) {
-        const long last = (t->N - 1) / TILES[b] * TILES[b];
+    for (size_t b = 0; b < sizeof order / sizeof *order && !m; b++) {
+        const long last = (t->N - 1) / order[b] * order[b];
         for (size_t x = 0; x < g->n; x++) cand[x] = (long)(x / GD % (size_t)t->N) < last ? NAN : g->ref[x];
         m = last > 0 && matches64(g, cand);
-        if (m) *tile = TILES[b];
+        if (m) *tile = order[b];
     }
     tfree(cand);
     return m;
@@ -471,10 +472,11 @@ static int masked_nan_match(const Graded *g, const Set *t, long *tile)
  * every other row right. */
 static int dropped_rows_match(const Graded *g, const Set *t, long *first_row)
 {
+    static const long order[] = {GTILE, 16, 32, 128};
     double *cand = xmalloc(g->n * sizeof(double), "candidate");
     int m = 0;
-    for (size_t b = 0; b < NTILES && !m; b++) {
-        const long stop = t->N / TILES[b] * TILES[b];
+    for (size_t b = 0; b < sizeof order / sizeof *order && !m; b++) {
+        const long stop = t->N / order[b] * order[b];
         if (stop == t->N || stop == 0) continue;
         for (size_t x = 0; x < g->n; x++) cand[x] = (long)(x / GD % (size_t)t->N) >= stop ? 0.0 : g->ref[x];
         m = matches64(g, cand);
