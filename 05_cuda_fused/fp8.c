@@ -31,11 +31,13 @@
  *   spreads the large entry over the row (fwht). On the GPU the rotation is fused into the quantizer,
  *   which reads Q and K anyway (fp8_quantize_gpu): it costs 0.023 ms of kernel 17's 1.3 ms at N = 8192.
  */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp, for the files check */
 #include "fp8.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpu.h"
 
@@ -331,37 +333,53 @@ static void err_of(const float *out, const double *ref, size_t n, double *max_ab
 
 typedef struct { double fp16_max, fp16_rms, max[3], rms[3], max_score; } ErrRow;
 
-/* One row of the table: B=1, H heads, N, D; fp16 storage (exact arithmetic) and the FP8 loop in each mode. */
-static ErrRow error_row(long H, long N, long D, int causal, int outliers, uint64_t seed)
+/* One row of the table for the tensors q, k, v [B, H, N, D]: fp16 storage (exact arithmetic) and the FP8 loop
+ * in each mode, against float64. keep: the scaling whose O goes to o_keep (NULL: none kept). */
+static ErrRow errors_of(const float *q, const float *k, const float *v, long B, long H, long N, long D, int causal,
+                        int keep, float *o_keep)
 {
     ErrRow r;
-    const size_t n = (size_t)H * N * D;
-    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O");
+    const long bh = B * H;
+    const size_t n = (size_t)bh * N * D;
+    float *out = xmalloc(n * 4, "O"), *x16[3];
     double *ref = xmalloc(n * 8, "reference"), *r16 = xmalloc(n * 8, "fp16 reference");
-    make_inputs(q, k, v, n, seed, outliers);
-    ref_attention(q, k, v, H, N, D, causal, ref);
-    round_to_dtype(q, n, DT_FP16); round_to_dtype(k, n, DT_FP16);  /* fp16 storage, arithmetic exact */
-    float *v16 = xmalloc(n * 4, "V fp16");
-    memcpy(v16, v, n * 4);
-    round_to_dtype(v16, n, DT_FP16);
-    ref_attention(q, k, v16, H, N, D, causal, r16);
+    ref_attention(q, k, v, bh, N, D, causal, ref);
+    const float *x[3] = {q, k, v};
+    for (int a = 0; a < 3; a++) {                                  /* fp16 storage, arithmetic exact */
+        x16[a] = xmalloc(n * 4, "fp16 copy");
+        memcpy(x16[a], x[a], n * 4);
+        round_to_dtype(x16[a], n, DT_FP16);
+    }
+    ref_attention(x16[0], x16[1], x16[2], bh, N, D, causal, r16);
     for (size_t i = 0; i < n; i++) out[i] = f16_to_f32(f32_to_f16((float)r16[i]));
     err_of(out, ref, n, &r.fp16_max, &r.fp16_rms);
-    make_inputs(q, k, v, n, seed, outliers);
     for (int m = 0; m < 3; m++) {
         Fp8Tensors t;
-        if (fp8_quantize(q, k, v, 1, H, N, D, (Fp8Mode)m, &t) != 0) exit(EXIT_FAIL);
+        if (fp8_quantize(q, k, v, B, H, N, D, (Fp8Mode)m, &t) != 0) exit(EXIT_FAIL);
         fp8_flash_cpu(&t, causal, out);
         err_of(out, ref, n, &r.max[m], &r.rms[m]);
+        if (o_keep && m == keep) memcpy(o_keep, out, n * 4);
         fp8_free(&t);
     }
-    r.max_score = 0;                                               /* the largest |q.k| / sqrt(D) a row sees */
-    for (long h = 0; h < H; h++)
+    r.max_score = 0;                                               /* the largest |q.k| / sqrt(D) a row sees, fp16 */
+    for (long h = 0; h < bh; h++)
         for (long i = 0; i < N; i++)
             for (long j = 0; j <= (causal ? i : N - 1); j++)
-                r.max_score = fmax(r.max_score, fabs(dot_f32(q + ((size_t)h * N + i) * D, k + ((size_t)h * N + j) * D, D)) /
-                                                    sqrt((double)D));
-    tfree(q); tfree(k); tfree(v); tfree(v16); tfree(out); tfree(ref); tfree(r16);
+                r.max_score = fmax(r.max_score, fabs(dot_f32(x16[0] + ((size_t)h * N + i) * D, x16[1] + ((size_t)h * N + j) * D,
+                                                             D)) / sqrt((double)D));
+    for (int a = 0; a < 3; a++) tfree(x16[a]);
+    tfree(out); tfree(ref); tfree(r16);
+    return r;
+}
+
+/* One row of the table: B=1, H heads, N, D, inputs from the seed (Gaussian, or with outliers). */
+static ErrRow error_row(long H, long N, long D, int causal, int outliers, uint64_t seed)
+{
+    const size_t n = (size_t)H * N * D;
+    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
+    make_inputs(q, k, v, n, seed, outliers);
+    const ErrRow r = errors_of(q, k, v, 1, H, N, D, causal, -1, NULL);
+    tfree(q); tfree(k); tfree(v);
     return r;
 }
 
@@ -609,6 +627,49 @@ static void check_loop(void)
         for (int causal = 0; causal < 2; causal++) loop_case(FP8_BLOCK, 257, D, causal, DT_BF16);
 }
 
+static int fp8_files(const Opts *o, int scaling, int print);
+
+/* --dtype fp8 --q --k --v --out on the CPU: the O the files path writes, read back from its .npy, is
+ * fp8_flash_cpu's on the same tensors bit for bit (the tensors and their shape taken from the files; N = 100,
+ * not a multiple of any block; causal; the Hadamard scaling, the one with the most steps). */
+static void check_files(void)
+{
+    char dir[] = "/tmp/step05-fp8-XXXXXX", path[4][4200];
+    if (!mkdtemp(dir)) { report(0, NULL, "fp8/files", "cannot make a temporary directory"); return; }
+    enum { B = 1, H = 2, N = 100, D = 64 };
+    const size_t n = (size_t)B * H * N * D;
+    const long shp[4] = {B, H, N, D};
+    float *x[3], *want = xmalloc(n * 4, "O");
+    for (int a = 0; a < 3; a++) x[a] = xmalloc(n * 4, "input");
+    make_inputs(x[0], x[1], x[2], n, 31, 1);
+    static const char *const name[4] = {"q", "k", "v", "o"};
+    int wrote = 1;
+    for (int a = 0; a < 4; a++) snprintf(path[a], sizeof path[a], "%s/%s.npy", dir, name[a]);
+    for (int a = 0; a < 3; a++) wrote &= npy_save(path[a], x[a], shp, 4, DT_FP32) == 0;
+    Opts o;
+    opts_init(&o, g_prog, OPT_SHAPE | OPT_NPY | OPT_CAUSAL, 1u << DT_FP8);
+    o.B = B, o.H = H, o.N = N, o.D = D, o.causal = 1;
+    o.qfile = path[0], o.kfile = path[1], o.vfile = path[2], o.outfile = path[3];
+    size_t bad = n;
+    if (wrote && fp8_files(&o, FP8_HADAMARD, 0) == EXIT_OK) {
+        float *got = npy_load("--out", path[3], shp, 4);
+        Fp8Tensors t;
+        if (fp8_quantize(x[0], x[1], x[2], B, H, N, D, FP8_HADAMARD, &t) == 0) {
+            fp8_flash_cpu(&t, 1, want);
+            fp8_free(&t);
+            bad = 0;
+            for (size_t i = 0; i < n; i++) bad += !(got[i] == want[i]); /* ==: a NaN never equals */
+        }
+        tfree(got);
+    }
+    report(bad == 0, NULL, "fp8/files", "--q --k --v --out on the CPU (B=1 H=2 N=100 D=64, causal, Hadamard): O read back "
+           "from its .npy equals fp8_flash_cpu's on the same tensors bit for bit (%zu of %zu differ)", bad, n);
+    for (int a = 0; a < 4; a++) unlink(path[a]);
+    rmdir(dir);
+    for (int a = 0; a < 3; a++) tfree(x[a]);
+    tfree(want);
+}
+
 void fp8_cpu_checks(void)
 {
     check_e4m3();
@@ -616,6 +677,7 @@ void fp8_cpu_checks(void)
     check_exp2_poly();
     check_layout_and_scales();
     check_loop();
+    check_files();
     const int ok = error_table(2, 256, 0, NULL);
     report(ok, NULL, "fp8/error-table", "the table at N=256 (Gaussian and outliers, D 64 and 128, causal or not, three "
            "scalings): every error finite, FP8's above fp16 storage's in every cell, on Gaussian inputs the three "
@@ -1047,8 +1109,55 @@ static int fp8_default(const Opts *o, FILE *csv)
 }
 #endif
 
-int fp8_main(const Opts *o, int bench, int errors, int sanitize)
+/* --dtype fp8 --q --k --v FILE.npy: FP8's error on the reader's own tensors, the error table's columns for them
+ * (fp16 storage; the loop that kernels 15-17 transcribe, fp8_flash_cpu, in each scaling) against float64, on the
+ * CPU, so that a laptop reader sees where their activations' outliers put FP8; --out writes O of --scaling's
+ * run (float32 [B, H, N, D]). O(N^2 D) per head five times over: a few seconds at N = 1024. */
+static int fp8_files(const Opts *o, int scaling, int print)
 {
+    float *q, *k, *v;
+    Opts in = *o;
+    inputs_load_or_make(&in, &q, &k, &v);                      /* exits 2 on a NaN or inf, naming the file */
+    const size_t n = (size_t)o->B * o->H * o->N * o->D;
+    float *out = o->outfile ? xmalloc(n * 4, "O") : NULL;
+    if (print)
+        printf("step05 --dtype fp8 on --q %s --k %s --v %s: [B, H, N, D] = [%ld, %ld, %ld, %ld]%s; the CPU loop that "
+               "kernels 15-17 transcribe (fp8_flash_cpu), in each scaling, against float64\n", o->qfile, o->kfile, o->vfile,
+               o->B, o->H, o->N, o->D, o->causal ? ", causal" : "");
+    const ErrRow r = errors_of(q, k, v, o->B, o->H, o->N, o->D, o->causal, scaling, out);
+    char c[4][32];
+    snprintf(c[0], 32, "%.2e (%.1e)", r.fp16_rms, r.fp16_max);
+    for (int m = 0; m < 3; m++) snprintf(c[m + 1], 32, "%.2e (%.1e)", r.rms[m], r.max[m]);
+    int best = 0;
+    for (int m = 1; m < 3; m++) best = r.rms[m] < r.rms[best] ? m : best;
+    if (print) {
+        printf("%-8s %-19s %-19s %-19s %-19s\n", "max|s|", "fp16 storage", "fp8 per-tensor", "fp8 per-block",
+               "fp8 block+Hadamard");
+        printf("%-8.1f %-19s %-19s %-19s %-19s\n(RMS error, max abs in parentheses; max|s|: the largest score a row sees)\n",
+               r.max_score, c[0], c[1], c[2], c[3]);
+        printf("answer: on these tensors FP8 (%s scaling) has %.1fx fp16 storage's RMS error; the smallest of the three "
+               "scalings here is %s (%.2e)\n", fp8_mode_name((Fp8Mode)scaling), r.rms[scaling] / r.fp16_rms,
+               fp8_mode_name((Fp8Mode)best), r.rms[best]);
+    }
+    int rc = EXIT_OK;
+    if (out) {
+        const long shp[4] = {o->B, o->H, o->N, o->D};
+        if (npy_save(o->outfile, out, shp, 4, DT_FP32) != 0) {
+            fprintf(stderr, "step05: cannot write %s\n", o->outfile);
+            rc = EXIT_FAIL;
+        } else if (print) {
+            printf("wrote O of the %s scaling's run to %s (float32 [%ld, %ld, %ld, %ld])\n", fp8_mode_name((Fp8Mode)scaling),
+                   o->outfile, o->B, o->H, o->N, o->D);
+        }
+    }
+    if (print) printf("(kernels 15-17 themselves run on generated inputs only: ./step05 --dtype fp8 on an H100 or H200)\n");
+    tfree(q); tfree(k); tfree(v); tfree(out);
+    return rc;
+}
+
+int fp8_main(const Opts *o, int bench, int errors, int sanitize, int scaling)
+{
+    if (o->qfile) return fp8_files(o, scaling, 1);
     if (o->check) {
         fp8_checks(o->kernel);
         return report_finish();

@@ -75,11 +75,13 @@ void fp8_flash_cpu(const Fp8Tensors *t, int causal, float *out);
 void fp8_naive_cpu(const Fp8Tensors *t, int causal, float *out);
 double tol_fp8(double naive_err);
 
-/* ./step05 --dtype fp8 [--check | --bench | --errors | --sanitize-shapes]. The checks: fp8_cpu_checks (the
+/* ./step05 --dtype fp8 [--check | --bench | --errors | --sanitize-shapes | --q --k --v FILE.npy [--out]]. The checks: fp8_cpu_checks (the
  * CPU half, anywhere) and, with a GPU, kernel 15's grid (fp8_checks does both, or says SKIP for the GPU's). */
 void fp8_cpu_checks(void);
 void fp8_checks(long only); /* only: 15, 16, 17, or 0 for all */
-int fp8_main(const Opts *o, int bench, int errors, int sanitize);
+/* scaling: an Fp8Mode, the one whose O --out writes when --q/--k/--v give the reader's tensors (fp8_files: the
+ * error of each scaling on them, on the CPU). */
+int fp8_main(const Opts *o, int bench, int errors, int sanitize, int scaling);
 
 /* --- kernel15_fp8.cu: the GPU half ---------------------------------------------------------------- */
 typedef struct {

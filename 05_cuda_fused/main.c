@@ -504,7 +504,9 @@ static void usage(const Opts *o)
            "                         FILE.npy write the gradients of the last backward kernel run (float32)\n"
            "  --alibi                the kernels with a score modifier (2, 3) with ALiBi, vs float64 with the bias, timed\n"
            "  --dtype fp8            kernels 15-17: Q, K, V in e4m3 with per-block scales, vs float64 and kernel 14 in fp16;\n"
-           "                         with --bench: at the benchmark shapes; --errors: FP8's error table (CPU, no GPU needed)\n"
+           "                         with --bench: at the benchmark shapes; --errors: FP8's error table (CPU, no GPU needed);\n"
+           "                         --q/--k/--v FILE.npy [--scaling tensor|block|hadamard] [--out O.npy]: that table's\n"
+           "                         columns for the reader's tensors, on the CPU (O of --scaling, default block)\n"
            "  --sanitize-shapes      run each kernel once at N = 65, 257 (for make sanitize; --kernel K[-M]: only those;\n"
            "                         with --backward: only the backward kernels; with --decode: only the decode kernels)\n");
     decode_usage();
@@ -521,7 +523,7 @@ int main(int argc, char **argv)
 {
     Opts o;
     DecodeOpts dec;
-    int bench = 0, sanitize = 0, backward = 0, alibi = 0, errors = 0;
+    int bench = 0, sanitize = 0, backward = 0, alibi = 0, errors = 0, scaling = -1;
     BwdFiles bf = {NULL, NULL, NULL, NULL};
     opts_expand(&argc, &argv);
     opts_init(&o, "step05", OPT_SHAPE | OPT_DTYPE | OPT_CAUSAL | OPT_KERNEL | OPT_GPU_AS | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK |
@@ -543,6 +545,12 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--backward")) { backward = 1; continue; }
         if (!strcmp(argv[i], "--alibi")) { alibi = 1; continue; }
         if (!strcmp(argv[i], "--errors")) { errors = 1; continue; }
+        if (!strcmp(argv[i], "--scaling")) { /* Fp8Mode's order */
+            static const char *const modes[] = {"tensor", "block", "hadamard"};
+            const char *opt = argv[i];
+            scaling = parse_choice(opt, opt_value(argc, argv, &i), modes, 3);
+            continue;
+        }
         const char **file = !strcmp(argv[i], "--do") ? &bf.dout : !strcmp(argv[i], "--out-dq") ? &bf.dq
                           : !strcmp(argv[i], "--out-dk") ? &bf.dk : !strcmp(argv[i], "--out-dv") ? &bf.dv : NULL;
         if (file) {
@@ -579,16 +587,25 @@ int main(int argc, char **argv)
         return decode_main(&o, &dec, bench, sanitize);
     }
     if (errors && o.dtype != DT_FP8) usage_error("option --errors goes with --dtype fp8 (the FP8 error table)");
+    if (scaling >= 0 && (o.dtype != DT_FP8 || !o.qfile))
+        usage_error("option --scaling goes with --dtype fp8 and --q/--k/--v (the scaling whose O --out writes)");
     if (o.dtype == DT_FP8) {
-        if (backward || alibi || o.qfile || o.outfile)
-            usage_error("option --dtype fp8 runs the FP8 kernels on their own (not with --backward, --alibi or .npy files)");
+        if (backward || alibi)
+            usage_error("option --dtype fp8 runs the FP8 kernels on their own (not with --backward or --alibi)");
+        if (o.outfile && !o.qfile) usage_error("option --out: with --dtype fp8, give the tensors too (--q, --k, --v)");
+        if (o.qfile && (bench || errors || o.check || sanitize || o.kernel))
+            usage_error("option --q: with --dtype fp8 the reader's tensors go with the default run (not --bench, --errors, "
+                        "--check, --sanitize-shapes or --kernel)");
+        if (o.qfile && o.D != 64 && o.D != 128)
+            usage_error("option --q: D = %ld; FP8's loop takes the kernels' head dims, 64 or 128", o.D);
+        if (o.qfile) return fp8_main(&o, 0, 0, 0, scaling < 0 ? 1 : scaling); /* the CPU loop, any machine */
         if (o.kernel && (o.kernel != o.kernel_last || o.kernel < 15 || o.kernel > 17))
             usage_error("option --kernel: the FP8 kernels are 15, 16 and 17 (one of them), not %ld%s", o.kernel,
                         o.kernel != o.kernel_last ? "-..." : "");
         if (!bench && !errors && !o.check && o.D != 64 && o.D != 128)
             usage_error("option --dim: %ld is not supported in fp8 (kernels 15-17: 64 or 128)", o.D);
         if (!bench) opts_gpu_grid(&o, 16);
-        return fp8_main(&o, bench, errors, sanitize);
+        return fp8_main(&o, bench, errors, sanitize, 1);
     }
     if (o.check && !backward && !o.kernel && !gpu_available()) { /* the CPU half of the checks runs anywhere */
         fp8_cpu_checks();
