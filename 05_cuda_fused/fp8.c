@@ -361,12 +361,12 @@ static ErrRow errors_of(const float *q, const float *k, const float *v, long B, 
         if (o_keep && m == keep) memcpy(o_keep, out, n * 4);
         fp8_free(&t);
     }
-    r.max_score = 0;                                               /* the largest |q.k| / sqrt(D) a row sees, fp16 */
+    r.max_score = 0;                                               /* the largest |q.k| / sqrt(D) a row sees */
     for (long h = 0; h < bh; h++)
         for (long i = 0; i < N; i++)
             for (long j = 0; j <= (causal ? i : N - 1); j++)
-                r.max_score = fmax(r.max_score, fabs(dot_f32(x16[0] + ((size_t)h * N + i) * D, x16[1] + ((size_t)h * N + j) * D,
-                                                             D)) / sqrt((double)D));
+                r.max_score = fmax(r.max_score, fabs(dot_f32(q + ((size_t)h * N + i) * D, k + ((size_t)h * N + j) * D, D)) /
+                                                    sqrt((double)D));
     for (int a = 0; a < 3; a++) tfree(x16[a]);
     tfree(out); tfree(ref); tfree(r16);
     return r;

@@ -84,6 +84,11 @@ bad step05 "gpu-as unknown"     --gpu-as nosuch
 bad step05 "gpu-as no value"    --gpu-as
 bad step06 "gpu-as unknown"     --gpu-as rtx9090
 bad step01 "gpu-as unknown"     --gpu-as ""
+bad step05 "fp8 files, D = 8"   --dtype fp8 --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy"
+bad step05 "fp8 files, NaN"     --dtype fp8 --q "$tmp/nan.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy"
+bad step05 "scaling without fp8" --scaling block
+bad step05 "scaling unknown"    --dtype fp8 --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy" --scaling per-row
+bad step05 "fp8 out, no files"  --dtype fp8 --out "$tmp/o.npy"
 bad step05 "kernel 0"           --kernel 0
 bad step05 "kernel range backwards" --kernel 12-11
 bad step05 "kernel range open"  --kernel 11-
