@@ -19,6 +19,8 @@ mknpy "$tmp/other.npy" '<f4' '(1, 1, 5, 8)' 160     # a good file of another sha
 mknpy "$tmp/short.npy" '<f4' '(1, 1, 4, 8)' 100     # data truncated
 printf 'not a numpy file' >"$tmp/junk.npy"
 mknpy "$tmp/nan.npy" '<f4' '(1, 1, 4, 8)' 124 && printf '\000\000\300\177' >>"$tmp/nan.npy"  # last value NaN
+mknpy "$tmp/ok64.npy" '<f4' '(1, 1, 2, 64)' 512     # D = 64 (FP8's head dims)
+mknpy "$tmp/nan64.npy" '<f4' '(1, 1, 2, 64)' 508 && printf '\000\000\300\177' >>"$tmp/nan64.npy"
 # text files for step06 --train --data
 : >"$tmp/empty.txt"
 printf 'text\000with a NUL byte' >"$tmp/binary.txt"
@@ -85,7 +87,7 @@ bad step05 "gpu-as no value"    --gpu-as
 bad step06 "gpu-as unknown"     --gpu-as rtx9090
 bad step01 "gpu-as unknown"     --gpu-as ""
 bad step05 "fp8 files, D = 8"   --dtype fp8 --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy"
-bad step05 "fp8 files, NaN"     --dtype fp8 --q "$tmp/nan.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy"
+bad step05 "fp8 files, NaN"     --dtype fp8 --q "$tmp/ok64.npy" --k "$tmp/nan64.npy" --v "$tmp/ok64.npy"
 bad step05 "scaling without fp8" --scaling block
 bad step05 "scaling unknown"    --dtype fp8 --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy" --scaling per-row
 bad step05 "fp8 out, no files"  --dtype fp8 --out "$tmp/o.npy"
