@@ -5,9 +5,9 @@
  * of BR = 64 rows); K and V walked in tiles of BC = 64 rows, each loaded
  * ONCE into shared memory and used by all 64 query rows of the block.
  *
- * What changes over kernel 1: in kernel 1 each of the 64 threads that own a
- * row tile's rows read every k_j and v_j itself (BR reads of each K/V row per
- * row tile); here the block loads a K/V tile once (1 read per row tile: the
+ * What changes over kernel 1: in kernel 1 each of the 128 threads of a block
+ * (one query row each) reads every k_j and v_j itself (128 reads of each K/V
+ * row per block); here the block loads a K/V tile once (1 read per row tile: the
  * "IO-aware" point of the chapter, with the tile in the SM's SRAM) and 256
  * threads compute the [BR, BC] score tile together, each thread a 4 x 4
  * block of it, kept in registers. Each row of the tile belongs to 16 threads

@@ -13,7 +13,10 @@
  *     (8 mma n-tiles), the K fragments read from shared memory with ldmatrix.
  *   - the softmax works on those accumulators in place; each row's 64 values
  *     live in the 4 lanes of a quad, so a row max or sum is 2 shuffles.
- *     e^(s - m) is computed as 2^(s * scale * log2 e - m'): one FFMA + EX2.
+ *     e^(s - m) is computed as 2^(s * scale * log2 e - m'), m' in the same
+ *     units: the scores multiplied by scale * log2 e as they are masked (an
+ *     FMUL each), then one FADD and one EX2 per probability (kernel 9 folds
+ *     the FMUL and the FADD into one FFMA).
  *   - p_tile is packed to 16 bits straight from the accumulator registers and
  *     used as the A operand of O += P V (tc.cuh: the C layout of m16n8 is the
  *     A layout of the next mma), V's fragments via ldmatrix.trans: P never
