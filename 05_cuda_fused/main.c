@@ -490,6 +490,41 @@ static int run_sanitize_shapes(const Opts *o, int backward)
 
 #endif /* HAVE_CUDA */
 
+// --- the tensor cores' fragment layout, for the picture -------------------------------
+
+/* Which lane (and which of its registers) holds element (r, c) of mma.sync.m16n8k16's operands: the layout
+ * tc.cuh writes down and kernels 3-9 use (lane = 4 g + t; each 32-bit register holds two 16-bit values, the
+ * lower half first). matrix 0: A, 16 x 16 (rows of Q or P); 1: B, 16 x 8 (k x n: columns of K^T or V); 2: C,
+ * 16 x 8 fp32 (the scores, or O). On Turing the k = 16 product is two m16n8k8: registers a0, a1 and b0 go to
+ * the first (k < 8), a2, a3 and b1 to the second. */
+static void fragment_owner(int matrix, int r, int c, int *lane, int *reg, int *half)
+{
+    int g, t;
+    if (matrix == 0) { g = r % 8, t = (c % 8) / 2, *reg = (r >= 8) + 2 * (c >= 8), *half = c % 2; }      /* a0..a3 */
+    else if (matrix == 1) { g = c, t = (r % 8) / 2, *reg = r >= 8, *half = r % 2; }                       /* b0, b1 */
+    else { g = r % 8, t = c / 2, *reg = 2 * (r >= 8) + c % 2, *half = 0; }                                 /* c0..c3 */
+    *lane = 4 * g + t;
+}
+
+/* --layout-csv FILE: every element of A, B and C with its owner, for plots/mma_layout.py (no GPU needed). */
+static int write_layout(const char *path)
+{
+    FILE *f = csv_open(path, "matrix,row,col,lane,group,thread,register,half");
+    static const char *const name[3] = {"A", "B", "C"};
+    static const int rows[3] = {16, 16, 16}, cols[3] = {16, 8, 8};
+    for (int m = 0; m < 3; m++)
+        for (int r = 0; r < rows[m]; r++)
+            for (int c = 0; c < cols[m]; c++) {
+                int lane, reg, half;
+                fragment_owner(m, r, c, &lane, &reg, &half);
+                fprintf(f, "%s,%d,%d,%d,%d,%d,%c%d,%d\n", name[m], r, c, lane, lane / 4, lane % 4, "abc"[m], reg, half);
+            }
+    fclose(f);
+    printf("wrote the m16n8k16 fragment layout (A 16x16, B 16x8, C 16x8: which lane and register holds each element) "
+           "to %s\n", path);
+    return EXIT_OK;
+}
+
 // --- main ---------------------------------------------------------------------------
 
 static void usage(const Opts *o)
@@ -507,6 +542,7 @@ static void usage(const Opts *o)
            "                         with --bench: at the benchmark shapes; --errors: FP8's error table (CPU, no GPU needed);\n"
            "                         --q/--k/--v FILE.npy [--scaling tensor|block|hadamard] [--out O.npy]: that table's\n"
            "                         columns for the reader's tensors, on the CPU (O of --scaling, default block)\n"
+           "  --layout-csv FILE      write which lane holds each element of mma.sync's A, B, C (plots/mma_layout.py)\n"
            "  --sanitize-shapes      run each kernel once at N = 65, 257 (for make sanitize; --kernel K[-M]: only those;\n"
            "                         with --backward: only the backward kernels; with --decode: only the decode kernels)\n");
     decode_usage();
@@ -524,6 +560,7 @@ int main(int argc, char **argv)
     Opts o;
     DecodeOpts dec;
     int bench = 0, sanitize = 0, backward = 0, alibi = 0, errors = 0, scaling = -1;
+    const char *layout_csv = NULL;
     BwdFiles bf = {NULL, NULL, NULL, NULL};
     opts_expand(&argc, &argv);
     opts_init(&o, "step05", OPT_SHAPE | OPT_DTYPE | OPT_CAUSAL | OPT_KERNEL | OPT_GPU_AS | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK |
@@ -545,6 +582,12 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--backward")) { backward = 1; continue; }
         if (!strcmp(argv[i], "--alibi")) { alibi = 1; continue; }
         if (!strcmp(argv[i], "--errors")) { errors = 1; continue; }
+        if (!strcmp(argv[i], "--layout-csv")) {
+            const char *opt = argv[i];
+            layout_csv = opt_value(argc, argv, &i);
+            if (!*layout_csv) usage_error("option %s: empty file name", opt);
+            continue;
+        }
         if (!strcmp(argv[i], "--scaling")) { /* Fp8Mode's order */
             static const char *const modes[] = {"tensor", "block", "hadamard"};
             const char *opt = argv[i];
@@ -561,6 +604,7 @@ int main(int argc, char **argv)
         usage_error("unknown option '%s' (see --help)", argv[i]);
     }
     if (o.help) { usage(&o); return 0; }
+    if (layout_csv) return write_layout(layout_csv); /* the picture's data: the CPU, any machine */
     opts_validate(&o, dtype_size(o.dtype));
     if (bf.dout || bf.dq || bf.dk || bf.dv) {            /* the backward on the reader's tensors */
         if (!backward) usage_error("options --do, --out-dq, --out-dk, --out-dv go with --backward");

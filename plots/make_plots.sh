@@ -19,6 +19,8 @@ $py plots/online_state.py results/state.csv results/online_state.png
 $py plots/causal.py results/step06_cpu.csv results/causal_cpu.png
 $py plots/loss_curves.py results/train.csv results/loss_curves.png
 $py plots/break_trace.py results/break_trace.png results/trace_fp16.csv results/trace_fp32.csv
+./step05 --layout-csv results/layout.csv >/dev/null     # the tensor cores' fragment layout (no GPU needed)
+$py plots/mma_layout.py results/layout.csv results/mma_layout.png
 ./step05 --dtype fp8 --errors --csv results/fp8_errors.csv >/dev/null   # the CPU's FP8 error table (15 s)
 fp8bench=""
 if ./step05 --dtype fp8 --seq 64 --repeat 1 >/dev/null 2>&1; then   # an FP8 kernel runs here (H100)
