@@ -89,6 +89,8 @@ bad step01 "gpu-as unknown"     --gpu-as ""
 bad step05 "fp8 files, D = 8"   --dtype fp8 --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy"
 bad step05 "fp8 files, NaN"     --dtype fp8 --q "$tmp/ok64.npy" --k "$tmp/nan64.npy" --v "$tmp/ok64.npy"
 bad step05 "scaling without fp8" --scaling block
+bad step05 "layout-csv empty"   --layout-csv ""
+bad step05 "layout-csv unwritable" --layout-csv /nonexistent-dir/l.csv
 bad step05 "scaling unknown"    --dtype fp8 --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy" --scaling per-row
 bad step05 "fp8 out, no files"  --dtype fp8 --out "$tmp/o.npy"
 bad step05 "kernel 0"           --kernel 0
