@@ -38,6 +38,7 @@
 #include "fp8.h"
 #include "../01_naive/naive.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -509,7 +510,9 @@ static void fragment_owner(int matrix, int r, int c, int *lane, int *reg, int *h
 /* --layout-csv FILE: every element of A, B and C with its owner, for plots/mma_layout.py (no GPU needed). */
 static int write_layout(const char *path)
 {
-    FILE *f = csv_open(path, "matrix,row,col,lane,group,thread,register,half");
+    FILE *f = fopen(path, "w");
+    if (!f) usage_error("option --layout-csv: cannot open %s for writing: %s", path, strerror(errno));
+    fprintf(f, "matrix,row,col,lane,group,thread,register,half\n");
     static const char *const name[3] = {"A", "B", "C"};
     static const int rows[3] = {16, 16, 16}, cols[3] = {16, 8, 8};
     for (int m = 0; m < 3; m++)
