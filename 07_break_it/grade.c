@@ -393,14 +393,16 @@ static int no_division_match(const Graded *g, const Set *t, double *lmax)
     return m;
 }
 
-/* Break 1 in float32: the no-max forward of breaks.c at tiles of 16..128 (e^s overflows past s = 88.72). */
-static int no_max_f32_match(const Graded *g, const Set *t)
+/* One of breaks.c's breaks, rerun on the set's inputs at tiles of 16..128: does it give the student's output?
+ * (Break 1 in float32, BREAK_NO_MAX: e^s overflows past s = 88.72; Break 3, BREAK_MAX_ZERO: the running max
+ * started at 0.) */
+static int break_match(const Graded *g, const Set *t, int brk)
 {
     float *o = xmalloc(g->n * 4, "candidate");
     int m = 0;
     for (size_t b = 0; b < NTILES && !m; b++) {
-        break_forward_cpu(g->q, g->k, g->v, o, GB * t->H, t->N, GD, TILES[b], TILES[b], BREAK_NO_MAX, t->causal, 0, 0,
-                          NULL, NULL, NULL);
+        break_forward_cpu(g->q, g->k, g->v, o, GB * t->H, t->N, GD, TILES[b], TILES[b], brk, t->causal, 0, 0, NULL, NULL,
+                          NULL);
         m = matches(g, o);
     }
     tfree(o);
@@ -432,20 +434,6 @@ static int no_max_f64_match(const Graded *g, const Set *t)
     }
     const int m = matches64(g, cand);
     tfree(cand);
-    return m;
-}
-
-/* Break 3: the running max started at 0 (breaks.c's BREAK_MAX_ZERO at tiles of 16..128). */
-static int max_zero_match(const Graded *g, const Set *t)
-{
-    float *o = xmalloc(g->n * 4, "candidate");
-    int m = 0;
-    for (size_t b = 0; b < NTILES && !m; b++) {
-        break_forward_cpu(g->q, g->k, g->v, o, GB * t->H, t->N, GD, TILES[b], TILES[b], BREAK_MAX_ZERO, t->causal, 0, 0,
-                          NULL, NULL, NULL);
-        m = matches(g, o);
-    }
-    tfree(o);
     return m;
 }
 
@@ -516,7 +504,7 @@ static const char *diagnosis(Graded *g, char *why, size_t nw)
     /* Every cause below is named only when the break, rerun on the student's own inputs, gives the student's
      * output (within the tolerance, inf and NaN in the same places); a pattern that merely looks like one is
      * not enough: a student fixes what they are told. */
-    if (nonfinite(large) && no_max_f32_match(large, &SETS[S_LARGE])) { // e^s past 88.72: inf, inf/inf = NaN
+    if (nonfinite(large) && break_match(large, &SETS[S_LARGE], BREAK_NO_MAX)) { // e^s past 88.72: inf, inf/inf = NaN
         snprintf(why, nw, ": out_large.npy (scores up to about 110) equals Break 1 in float32: e^s overflows float32 past s = 88.72");
         return "running-max subtraction missing (exp overflow)";
     }
@@ -535,7 +523,7 @@ static const char *diagnosis(Graded *g, char *why, size_t nw)
                  (SETS[S_CAUSAL].N - 1) / tile * tile - 1);
         return "a fully masked K/V tile gives NaN";
     }
-    if (wrong(neg) && right(large) && max_zero_match(neg, &SETS[S_NEG])) {
+    if (wrong(neg) && right(large) && break_match(neg, &SETS[S_NEG], BREAK_MAX_ZERO)) {
         snprintf(why, nw, ": out_negative.npy equals Break 3 (m starts at 0: e^(s - 0) underflows for s below -104, "
                  "l = 0, 0/0)");
         return "running max initialised to 0 instead of -inf";
