@@ -146,7 +146,7 @@ $(BUILD)/common/gpu.o: common/gpu.cu common/gpu.h common/gpu.cuh common/common.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
-# --- reading what the compiler made: make 05_cuda_fused/kernel1.ptx / .sass
+# --- reading what the compiler made: make 05_cuda_fused/kernel01_transcription.ptx / .sass
 # (for the first architecture of CUDA_ARCH, sm_90 as sm_90a like the build)
 ARCH1 := $(patsubst sm_90,sm_90a,$(firstword $(CUDA_ARCH)))
 %.ptx: %.cu
@@ -175,8 +175,8 @@ plots: all
 	@sh plots/make_plots.sh $(if $(QUICK),quick)
 
 # The ladder's one idea per kernel: kernel K's code against the kernel it extends (its header's
-# "Extends:" line), comments and whitespace dropped. make idea K=12, make idea K=B5 (backward);
-# ALL=1: the launchers too.
+# "Extends:" line), compared without comments and whitespace, added lines shown with their comments.
+# make idea K=12, make idea K=B5 (backward); ALL=1: the launchers and the "// aside" lines too.
 idea:
 	@sh 05_cuda_fused/idea.sh $(if $(ALL),--all) '$(K)'
 

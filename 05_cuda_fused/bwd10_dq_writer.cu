@@ -1,5 +1,5 @@
 /*
- * Extends: bwd8_overlap.cu; idea: dQ's additions off the consumers: each part to shared memory, one bulk reduce-add sent by a producer warp
+ * Extends: bwd08_overlap.cu; idea: dQ's additions off the consumers: each part to shared memory, one bulk reduce-add sent by a producer warp
  * Code: bwd_wgmma.cuh with BULK = false, MASK_BRANCH = true, OVERLAP = true, DET = false, WRITER = true
  *
  * Backward kernel 10: backward kernel 8 with the consumers no longer adding

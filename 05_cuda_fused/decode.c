@@ -40,7 +40,7 @@ int decode_parse(DecodeOpts *d, int argc, char **argv, int *i)
     const char *a = argv[*i];
     if (!strcmp(a, "--decode")) { d->on = 1; return 1; }
     if (!strcmp(a, "--kv-heads")) { d->Hkv = parse_long(a, opt_value(argc, argv, i), 1, 1L << 20); d->given_hkv = 1; return 1; }
-    if (!strcmp(a, "--new")) { d->n = parse_long(a, opt_value(argc, argv, i), 1, 16); return 1; }
+    if (!strcmp(a, "--new")) { d->n = parse_long(a, opt_value(argc, argv, i), 1, 16); d->given_n = 1; return 1; }
     if (!strcmp(a, "--page")) { d->page = parse_long(a, opt_value(argc, argv, i), 16, 256); return 1; }
     if (!strcmp(a, "--lens")) { d->lens = opt_value(argc, argv, i); return 1; }
     if (!strcmp(a, "--spread")) { d->spread = 1; return 1; }
@@ -57,7 +57,12 @@ void decode_usage(void)
            "  --new N                new query rows per sequence, causal among themselves, 1..16 (default 1)\n"
            "  --page P               the paged cache's page, a power of two in 16..256 keys (default 64)\n"
            "  --lens a,b,...         each sequence's cache length (their count is the batch)\n"
-           "  --spread               cache lengths drawn from --new .. --seq (from --seed)\n");
+           "  --spread               cache lengths drawn from --new .. --seq (from --seed)\n"
+           "  --q Q.npy --k K.npy --v V.npy [--out O.npy]\n"
+           "                         your tensors: Q [B, Hq, n, D] the new rows, K and V [B, Hkv, L, D] the cache\n"
+           "                         (float32 or float16; the new rows the last n keys of each sequence's cache, --lens\n"
+           "                         or L long); every decode kernel checked on them against float64 (the paged one on\n"
+           "                         the cache paged here, --page), then timed; --out: O of the last kernel, [B, Hq, n, D]\n");
 }
 
 /* The lengths of --lens, or NULL; *count gets their number. Exits 2 on a bad list. */
@@ -81,6 +86,58 @@ static int *parse_lens(const char *s, long n, long *count)
     }
     *count = cnt;
     return len;
+}
+
+void decode_files_validate(Opts *o, DecodeOpts *d)
+{
+    if (!(o->qfile && o->kfile && o->vfile)) usage_error("options --q, --k, --v go together: give all three .npy files");
+    long q[4], k[4], v[4];
+    if (npy_shape("--q", o->qfile, q) != 4) usage_error("option --q: %s must be 4-D, [B, Hq, n, D] (the new rows)", o->qfile);
+    if (npy_shape("--k", o->kfile, k) != 4) usage_error("option --k: %s must be 4-D, [B, Hkv, L, D] (the cache)", o->kfile);
+    if (npy_shape("--v", o->vfile, v) != 4) usage_error("option --v: %s must be 4-D, [B, Hkv, L, D] (the cache)", o->vfile);
+    if (k[0] != v[0] || k[1] != v[1] || k[2] != v[2] || k[3] != v[3])
+        usage_error("option --v: %s has shape [%ld, %ld, %ld, %ld] but K's is [%ld, %ld, %ld, %ld]: K and V are one cache",
+                    o->vfile, v[0], v[1], v[2], v[3], k[0], k[1], k[2], k[3]);
+    if (q[0] != k[0]) usage_error("option --k: %s holds B = %ld sequences but Q %ld", o->kfile, k[0], q[0]);
+    if (q[3] != k[3]) usage_error("option --k: %s has D = %ld but Q %ld", o->kfile, k[3], q[3]);
+    if (k[1] < 1 || q[1] % k[1])
+        usage_error("option --q: Q's %ld query heads are not a multiple of the cache's %ld KV heads", q[1], k[1]);
+    if (q[2] < 1 || q[2] > 16) usage_error("option --q: %ld new rows per sequence; the decode kernels take 1..16", q[2]);
+    if (q[2] > k[2])
+        usage_error("option --q: %ld new rows, but the cache holds %ld keys (the new rows are its last ones)", q[2], k[2]);
+    if (q[0] > 65535 || q[1] > 65535 || k[2] > (1L << 24))
+        usage_error("option --q: an unsupported shape (B and Hq up to 65535, L up to 2^24)");
+    if (d->given_n && d->n != q[2]) usage_error("option --new: %ld, but Q holds %ld new rows per sequence", d->n, q[2]);
+    if (d->given_hkv && d->Hkv != k[1]) usage_error("option --kv-heads: %ld, but the cache holds %ld", d->Hkv, k[1]);
+    if (d->spread) usage_error("option --spread: with your tensors the lengths are --lens, or the cache's L for every sequence");
+    const long got[4] = {q[0], q[1], k[2], q[3]}, want[4] = {o->B, o->H, o->N, o->D};
+    static const char *const nm[4] = {"--batch", "--heads", "--seq", "--dim"};
+    for (int x = 0; x < 4; x++)
+        if ((o->given & (1u << x)) && got[x] != want[x])
+            usage_error("option %s: %ld, but the files give %ld", nm[x], want[x], got[x]);
+    if (d->lens) {
+        long cnt;
+        int *len = parse_lens(d->lens, q[2], &cnt);
+        for (long b = 0; b < cnt; b++)
+            if (len[b] > k[2]) {
+                const int l = len[b];
+                tfree(len);
+                usage_error("option --lens: a length of %d, but the cache holds L = %ld keys", l, k[2]);
+            }
+        tfree(len);
+        if (cnt != q[0]) usage_error("option --lens: %ld lengths for the files' %ld sequences", cnt, q[0]);
+    }
+    o->B = q[0]; o->H = q[1]; o->N = k[2]; o->D = q[3];
+    d->n = q[2]; d->Hkv = k[1]; d->given_hkv = 1;
+    d->qf = o->qfile; d->kf = o->kfile; d->vf = o->vfile;
+    o->qfile = o->kfile = o->vfile = NULL;
+    const long cs[4] = {k[0], k[1], k[2], k[3]};
+    d->qx = npy_load("--q", d->qf, q, 4);
+    d->kx = npy_load("--k", d->kf, cs, 4);
+    d->vx = npy_load("--v", d->vf, cs, 4);
+    finite_or_die("--q", d->qf, d->qx, q);
+    finite_or_die("--k", d->kf, d->kx, cs);
+    finite_or_die("--v", d->vf, d->vx, cs);
 }
 
 void decode_validate(const Opts *o, const DecodeOpts *d)
@@ -121,13 +178,14 @@ typedef struct {
 
 static long pages_of(long len, long page) { return (len + page - 1) / page; }
 
-/* Sequence b's pages: a shuffled deal of the pool, sequence 1 naming sequence 0's first pages as its own
- * first ones (half of the fewer of their pages: a shared prompt). Returns the pool's size. */
-static long make_tables(int *table, const int *len, long B, long page, long max_pages, uint64_t seed)
+/* Sequence b's pages: a shuffled deal of the pool, and with share, sequence 1 naming sequence 0's first pages
+ * as its own first ones (half of the fewer of their pages: a shared prompt; not for a reader's cache, whose
+ * sequences hold their own keys). Returns the pool's size. */
+static long make_tables(int *table, const int *len, long B, long page, long max_pages, uint64_t seed, int share)
 {
     long total = 0, shared = 0;
     for (long b = 0; b < B; b++) total += pages_of(len[b], page);
-    if (B >= 2) {
+    if (B >= 2 && share) {
         const long a = pages_of(len[0], page), c = pages_of(len[1], page);
         shared = (a < c ? a : c) / 2;
     }
@@ -164,23 +222,45 @@ static const char *table_problem(const int *table, const int *len, long B, long 
 }
 
 /* host = 1: the inputs made on the host (seeded, rounded to dtype) and kept there for the reference; 0:
- * made on the device (the benchmark's sizes), nothing kept on the host but the tables. */
+ * made on the device (the benchmark's sizes), nothing kept on the host but the tables. files (host only): the
+ * reader's Q and cache instead (d's --q, --k, --v, of L = max_len keys), rounded to dtype, the pages made from
+ * the cache. */
 static void dprob_make(DProb *p, long B, long Hq, long Hkv, long D, long n, const int *len, int dtype, long page,
-                       uint64_t seed, int host)
+                       uint64_t seed, int host, const DecodeOpts *files, long max_len)
 {
     memset(p, 0, sizeof *p);
     p->B = B; p->Hq = Hq; p->Hkv = Hkv; p->D = D; p->n = n; p->dtype = dtype; p->page = page;
     p->len = xmalloc((size_t)B * sizeof(int), "lengths");
     memcpy(p->len, len, (size_t)B * sizeof(int));
     for (long b = 0; b < B; b++) if (len[b] > p->max_len) p->max_len = len[b];
+    if (files) p->max_len = max_len;           /* the reader's cache as it is, [B, Hkv, L, D] */
     p->max_pages = pages_of(p->max_len, page);
     p->table = xmalloc((size_t)B * p->max_pages * sizeof(int), "block table");
-    p->pages = make_tables(p->table, len, B, page, p->max_pages, seed);
+    p->pages = make_tables(p->table, len, B, page, p->max_pages, seed, !files);
     p->nq = (size_t)B * Hq * n * D;
     p->nc = size_or_die("the contiguous cache, B*Hkv*L*D", (size_t)B, (size_t)Hkv, (size_t)p->max_len, (size_t)D, 1);
     p->np = size_or_die("the page pool, pages*Hkv*P*D", (size_t)p->pages, (size_t)Hkv, (size_t)page, (size_t)D, 1);
     const size_t es = dtype_size(dtype), page_elems = (size_t)Hkv * page * D;
-    if (host) {
+    if (files) {
+        p->q = files->qx; p->kc = files->kx; p->vc = files->vx;   /* the problem owns (and frees) them from here */
+        round_to_dtype(p->q, p->nq, dtype); round_to_dtype(p->kc, p->nc, dtype); round_to_dtype(p->vc, p->nc, dtype);
+        float *kp = xmalloc(p->np * 4, "K pages"), *vp = xmalloc(p->np * 4, "V pages");
+        for (size_t x = 0; x < p->np; x++) kp[x] = vp[x] = 0.0f;
+        for (long b = 0; b < B; b++)               /* the pages: each key's row of the reader's cache to its page */
+            for (long h = 0; h < Hkv; h++)
+                for (long j = 0; j < len[b]; j++) {
+                    const size_t dst = (size_t)p->table[b * p->max_pages + j / page] * page_elems + ((size_t)h * page + j % page) * D;
+                    const size_t src = (((size_t)b * Hkv + h) * p->max_len + j) * D;
+                    memcpy(kp + dst, p->kc + src, (size_t)D * 4);
+                    memcpy(vp + dst, p->vc + src, (size_t)D * 4);
+                }
+        p->dq = dupload(p->q, p->nq, dtype, "Q");
+        p->dk = dupload(p->kc, p->nc, dtype, "K cache");
+        p->dv = dupload(p->vc, p->nc, dtype, "V cache");
+        p->dkp = dupload(kp, p->np, dtype, "K pages");
+        p->dvp = dupload(vp, p->np, dtype, "V pages");
+        tfree(kp); tfree(vp);
+    } else if (host) {
         Rng r;
         rng_seed(&r, seed);
         p->q = xmalloc(p->nq * 4, "Q");
@@ -321,7 +401,7 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
         for (int b = 1; b < 3; b++) len[b] = (int)(n + (long)(rng_uniform(&r) * (1000 - n)));
     }
     DProb p;
-    dprob_make(&p, B, Hq, Hkv, D, n, len, dt, pages[lcase], seed, 1);
+    dprob_make(&p, B, Hq, Hkv, D, n, len, dt, pages[lcase], seed, 1, NULL, 0);
     double naive_err;
     double *ref = reference(&p, &naive_err);
     const double tol = dt == DT_FP32 ? tol_fp32(naive_err) : tol_16bit(naive_err);
@@ -394,7 +474,7 @@ void decode_run_checks(long only)
     /* the launcher's guard: a block table naming a page outside the pool is refused, not read */
     int len[2] = {300, 200};
     int table[2 * 5];
-    const long pool = make_tables(table, len, 2, 64, 5, 1);
+    const long pool = make_tables(table, len, 2, 64, 5, 1, 1);
     const char *fine = table_problem(table, len, 2, 64, 5, pool);
     table[7] = (int)pool;                                            /* sequence 1's page 2: one past the pool */
     const char *why = table_problem(table, len, 2, 64, 5, pool);
@@ -454,15 +534,20 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
     int *len = lengths(o, d, &B);
     const long Hkv = d->given_hkv ? d->Hkv : o->H;
     DProb p;
-    dprob_make(&p, B, o->H, Hkv, o->D, d->n, len, o->dtype, d->page, o->seed, 1);
+    dprob_make(&p, B, o->H, Hkv, o->D, d->n, len, o->dtype, d->page, o->seed, 1, d->qf ? d : NULL, o->N);
     char b1[32], eb[128], desc[256];
     printf("step05 --decode: %ld new row%s per sequence against a KV cache, %s, B=%ld Hq=%ld Hkv=%ld D=%ld, cache lengths ",
            d->n, d->n == 1 ? "" : "s", dtype_name(o->dtype), B, o->H, Hkv, o->D);
     if (d->lens || d->spread) for (long b = 0; b < B && b < 8; b++) printf("%s%d", b ? "," : "", len[b]);
     else printf("%ld", o->N);
     printf("%s\ndevice: %s\n", B > 8 && (d->lens || d->spread) ? ",..." : "", gpu_describe());
-    printf("the cache: %s of K and V (what one decode step must read), paged: %ld pages of %ld keys\n",
-           fmt_bytes(cache_bytes(&p), b1, sizeof b1), p.pages, d->page);
+    if (d->qf)
+        printf("inputs: your tensors, rounded to %s: the new rows Q from %s [%ld, %ld, %ld, %ld], the cache K from %s and V "
+               "from %s [%ld, %ld, %ld, %ld]; the new rows are the last %ld keys of each sequence's cache\n", dtype_name(o->dtype),
+               d->qf, B, o->H, d->n, o->D, d->kf, d->vf, B, Hkv, o->N, o->D, d->n);
+    printf("the cache: %s of K and V (what one decode step must read), paged: %ld pages of %ld keys%s\n",
+           fmt_bytes(cache_bytes(&p), b1, sizeof b1), p.pages, d->page, d->qf ? " (your cache, paged here: pages "
+           "shuffled, a block table)" : "");
     double naive_err;
     double *ref = reference(&p, &naive_err);
     const double tol = o->dtype == DT_FP32 ? tol_fp32(naive_err) : tol_16bit(naive_err);
@@ -472,7 +557,7 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
     const DecodeKernel *const *ks = decode_kernels(&nk);
     const DecodeKernel *run[16] = {0};
     int nr = 0;
-    float *out = xmalloc(p.nq * 4, "O");
+    float *out = xmalloc(p.nq * 4, "O"), *last = o->outfile ? xmalloc(p.nq * 4, "O to write") : NULL;
     for (int x = 0; x < nk; x++) {
         const DecodeKernel *k = ks[x];
         if (!opts_kernel(o, k->id) || !kernel_takes(k, o->dtype, o->D)) continue;
@@ -488,6 +573,16 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
         printf("  decode kernel %d %-15s %s  %s\n", k->id, k->name, fmt_err(&e, eb, sizeof eb), good ? "ok" : "WRONG");
         ok &= good;
         run[nr++] = k;
+        if (last) memcpy(last, out, p.nq * 4);
+    }
+    if (last && nr) { /* O of the last kernel that ran, in the dtype's file type (bf16 as float32, as NumPy has no bf16) */
+        const long shp[4] = {B, o->H, d->n, o->D};
+        if (npy_save(o->outfile, last, shp, 4, o->dtype == DT_FP16 ? DT_FP16 : DT_FP32) != 0) {
+            fprintf(stderr, "%s: cannot write %s\n", g_prog, o->outfile);
+            ok = 0;
+        } else {
+            printf("wrote O of decode kernel %d to %s, [%ld, %ld, %ld, %ld]\n", run[nr - 1]->id, o->outfile, B, o->H, d->n, o->D);
+        }
     }
     const double bw = dec_read_bandwidth_gbs((size_t)2 << 30, (int)o->repeat);
     printf("\nthe device's read bandwidth, measured: %.0f GB/s (2 GB read once, 16-byte loads, median of %ld)\n", bw, o->repeat);
@@ -510,7 +605,7 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
         printf("\nanswer: the fastest here, decode kernel %d (%s), reads the cache at %.0f GB/s, %.0f%% of what the device "
                "reads; the forward kernel as is (kernel 2, %ld blocks) takes %.2fx its time\n", run[best]->id, run[best]->name,
                cache_bytes(&p) / us[best] / 1e3, 100.0 * cache_bytes(&p) / us[best] / 1e3 / bw, B * o->H, us[k2] / us[best]);
-    tfree(out); tfree(ref); tfree(len);
+    tfree(out); tfree(last); tfree(ref); tfree(len);
     dprob_free(&p);
     return ok ? EXIT_OK : EXIT_FAIL;
 }
@@ -530,7 +625,7 @@ static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *la
     const int copies = bytes >= 256e6 ? 1 : (int)ceil(256e6 / bytes); /* at least 256 MB between two reads of one copy */
     DProb *ps = xmalloc((size_t)copies * sizeof(DProb), "problem copies"), p;
     for (int c = 0; c < copies; c++)
-        dprob_make(&ps[c], B, Hq, Hkv, 128, n, len, o->dtype, page, o->seed + (uint64_t)L + 101 * (uint64_t)c, 0);
+        dprob_make(&ps[c], B, Hq, Hkv, 128, n, len, o->dtype, page, o->seed + (uint64_t)L + 101 * (uint64_t)c, 0, NULL, 0);
     p = ps[0];
     const DecodeKernel *run[16] = {0};
     int nr = 0;
@@ -638,7 +733,7 @@ static int run_sanitize(const Opts *o)
         for (int ni = 0; ni < 2; ni++) {
             const long n = ni ? 5 : 1, D = dt == DT_FP32 ? 16 : 64;
             DProb p;
-            dprob_make(&p, 3, 4, 2, D, n, len3, dt, ni ? 16 : 64, 11, 1);
+            dprob_make(&p, 3, 4, 2, D, n, len3, dt, ni ? 16 : 64, 11, 1, NULL, 0);
             float *out = xmalloc(p.nq * 4, "O");
             for (int x = 0; x < nk; x++)
                 if (opts_kernel(o, ks[x]->id) && kernel_takes(ks[x], dt, D)) {

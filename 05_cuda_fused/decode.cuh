@@ -16,7 +16,7 @@
  *   kernel 5  <1, 1, 1, 3>  paged: the cache in pages of P keys, in any order, shared between sequences,
  *                           found through a block table (vLLM's PagedAttention)
  *
- * The arithmetic is kernel 9's (05_cuda_fused/kernel9_ffma_scale.cu): S = Q K^T and O += P V on
+ * The arithmetic is kernel 9's (05_cuda_fused/kernel09_ffma_scale.cu): S = Q K^T and O += P V on
  * mma.sync m16n8k16, fp32 accumulators, the running max in log2 units, p = 2^(s scale_log2 - m) as one
  * FFMA and one ex2, P packed from the score fragments into the A fragments of the second product
  * without leaving registers. A warp owns 16 query rows; the new rows of a sequence (n <= 16), or of a

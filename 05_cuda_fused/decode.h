@@ -21,13 +21,20 @@ typedef struct {
     long page;          /* --page: the paged cache's page, a power of two in 16 .. 256 (default 64) */
     const char *lens;   /* --lens a,b,c: each sequence's cache length (its new rows included) */
     int spread;         /* --spread: lengths drawn uniformly from n .. --seq */
-    int given_hkv;
+    int given_hkv, given_n;
+    const char *qf, *kf, *vf; /* --q, --k, --v: the reader's new rows [B, Hq, n, D] and cache [B, Hkv, L, D] */
+    float *qx, *kx, *vx;      /* their values, read (and found finite) by decode_files_validate */
 } DecodeOpts;
 
 void decode_opts_init(DecodeOpts *d);
 /* Try argv[*i] as a decode option; 1 if consumed (exits 2 on a bad value). */
 int decode_parse(DecodeOpts *d, int argc, char **argv, int *i);
 void decode_usage(void);
+/* --decode with --q, --k, --v: the three files' shapes checked against each other and taken as the problem's
+ * (B, Hq, L, D into o; n, Hkv into d), the files moved from o to d (the forward's [B, H, N, D] check does not
+ * apply) and read (the decode run takes their buffers). Exits 2 with one line on files that disagree or hold a
+ * value that is not finite: on any machine, before a GPU is looked for. */
+void decode_files_validate(Opts *o, DecodeOpts *d);
 /* The checks that need no GPU: the option combinations (exits 2). */
 void decode_validate(const Opts *o, const DecodeOpts *d);
 /* The decode kernels' check grid (PASS/FAIL lines; the caller calls report_finish); only: a kernel id or 0. */

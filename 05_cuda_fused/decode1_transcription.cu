@@ -2,7 +2,7 @@
  * Decode kernel 1: the transcription. Step 04's decode loop (04_online_softmax/flash.c:
  * flash_decode_cpu with S = 1, its tile loop row_stream) moved onto the GPU line for line, one thread per
  * new query row, fp32 arithmetic whatever the storage (fp32, fp16, bf16). The first rung of the decode
- * ladder, beside the forward's (kernel1_transcription.cu, whose loop this one repeats on purpose, so that
+ * ladder, beside the forward's (kernel01_transcription.cu, whose loop this one repeats on purpose, so that
  * each file reads alone): here the rows are a sequence's newest n positions, the keys its cache, and query
  * head hq reads KV head hq / (Hq / Hkv).
  *

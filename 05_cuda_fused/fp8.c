@@ -1109,10 +1109,59 @@ static int fp8_default(const Opts *o, FILE *csv)
 }
 #endif
 
+#ifdef HAVE_CUDA
+/* The GPU half of --dtype fp8 on the reader's tensors: kernels 15-17 on them, quantised in `scaling` as the CPU
+ * loop was, each against float64 over every element (tolerance: twice naive FP8's error on the same e4m3
+ * tensors, the checks' rule) and beside the loop they transcribe. keep (may be NULL): O of the last kernel that
+ * ran. Returns 1 if every kernel that ran was within the tolerance; *ran gets how many ran. */
+static int fp8_files_gpu(const Opts *o, const float *q, const float *k, const float *v, int scaling, float *keep, int *ran)
+{
+    const long B = o->B, H = o->H, N = o->N, D = o->D;
+    const size_t n = (size_t)B * H * N * D;
+    *ran = 0;
+    const char *why = fp8_unavailable();
+    if (why) { printf("kernels 15-17 SKIP on this GPU: %s\n", why); return 1; }
+    gpu_refusals_quiet(1); /* a refused launch: a SKIP line below */
+    double *ref = xmalloc(n * 8, "reference");
+    float *nv = xmalloc(n * 4, "naive fp8 O"), *cpu = xmalloc(n * 4, "the loop's O"), *out = xmalloc(n * 4, "O");
+    ref_attention(q, k, v, B * H, N, D, o->causal, ref);
+    Fp8Tensors t;
+    if (fp8_quantize(q, k, v, B, H, N, D, (Fp8Mode)scaling, &t) != 0) exit(EXIT_FAIL);
+    fp8_naive_cpu(&t, o->causal, nv);
+    fp8_flash_cpu(&t, o->causal, cpu);
+    double nmax, nrms, cmax, crms;
+    err_of(nv, ref, n, &nmax, &nrms);
+    err_of(cpu, ref, n, &cmax, &crms);
+    const double tol = tol_fp8(nmax);
+    printf("on the GPU, %s scaling, every element against float64 (tolerance: twice naive FP8's %.2e, %.2e):\n"
+           "  the CPU loop         RMS %.2e  max abs %.2e\n", fp8_mode_name((Fp8Mode)scaling), nmax, tol, crms, cmax);
+    Fp8Dev d;
+    dev_upload(&t, o->causal, &d);
+    int ok = 1;
+    for (int x = 0; x < N_FP8_KERNELS; x++) {
+        const Fp8Kernel *kn = fp8_kernels[x];
+        if (dev_run(kn, &d, out) != 0) { printf("  kernel %d %-11s SKIP: %s\n", kn->id, kn->name, gpu_last_refusal()); continue; }
+        const Err e = compare(out, ref, n, tol, 0);
+        double kmax, krms;
+        err_of(out, ref, n, &kmax, &krms);
+        const int good = e.n_bad == 0 && e.max_abs <= tol;
+        ok &= good;
+        printf("  kernel %d %-11s RMS %.2e  max abs %.2e  %s\n", kn->id, kn->name, krms, kmax, good ? "ok" : "WRONG");
+        if (keep) memcpy(keep, out, n * 4);
+        (*ran)++;
+    }
+    dev_free(&d);
+    fp8_free(&t);
+    tfree(ref); tfree(nv); tfree(cpu); tfree(out);
+    return ok;
+}
+#endif
+
 /* --dtype fp8 --q --k --v FILE.npy: FP8's error on the reader's own tensors, the error table's columns for them
  * (fp16 storage; the loop that kernels 15-17 transcribe, fp8_flash_cpu, in each scaling) against float64, on the
- * CPU, so that a laptop reader sees where their activations' outliers put FP8; --out writes O of --scaling's
- * run (float32 [B, H, N, D]). O(N^2 D) per head five times over: a few seconds at N = 1024. */
+ * CPU, so that a laptop reader sees where their activations' outliers put FP8; where a GPU runs them, kernels
+ * 15-17 on the same tensors (fp8_files_gpu). --out writes O (float32 [B, H, N, D]) of the last kernel that ran,
+ * or of the CPU loop in --scaling's run. O(N^2 D) per head five times over: a few seconds at N = 1024. */
 static int fp8_files(const Opts *o, int scaling, int print)
 {
     float *q, *k, *v;
@@ -1139,18 +1188,21 @@ static int fp8_files(const Opts *o, int scaling, int print)
                "scalings here is %s (%.2e)\n", fp8_mode_name((Fp8Mode)scaling), r.rms[scaling] / r.fp16_rms,
                fp8_mode_name((Fp8Mode)best), r.rms[best]);
     }
-    int rc = EXIT_OK;
+    int rc = EXIT_OK, ran = 0;
+#ifdef HAVE_CUDA
+    if (print && gpu_available() && !fp8_files_gpu(o, q, k, v, scaling, out, &ran)) rc = EXIT_FAIL;
+#endif
     if (out) {
         const long shp[4] = {o->B, o->H, o->N, o->D};
         if (npy_save(o->outfile, out, shp, 4, DT_FP32) != 0) {
             fprintf(stderr, "step05: cannot write %s\n", o->outfile);
             rc = EXIT_FAIL;
         } else if (print) {
-            printf("wrote O of the %s scaling's run to %s (float32 [%ld, %ld, %ld, %ld])\n", fp8_mode_name((Fp8Mode)scaling),
-                   o->outfile, o->B, o->H, o->N, o->D);
+            printf("wrote O of %s (%s scaling) to %s (float32 [%ld, %ld, %ld, %ld])\n", ran ? "the last FP8 kernel that ran"
+                   : "the CPU loop", fp8_mode_name((Fp8Mode)scaling), o->outfile, o->B, o->H, o->N, o->D);
         }
     }
-    if (print) printf("(kernels 15-17 themselves run on generated inputs only: ./step05 --dtype fp8 on an H100 or H200)\n");
+    if (print && !ran) printf("(kernels 15-17 run on these tensors where a Hopper GPU is: sm_90a)\n");
     tfree(q); tfree(k); tfree(v); tfree(out);
     return rc;
 }

@@ -8,9 +8,12 @@
 #     * Code: overlap.cuh with PINGPONG = true
 # This prints kernel K's code against the code of the kernel it extends as a unified diff,
 # filtered to the lines that carry the idea: comments, blank lines and changes of whitespace
-# are dropped, and names that only carry the kernel's number (K11_BR and K12_BR, k11_launch,
-# kernel11_tma) are written with N, so that a rename is not shown as a change. Each @@ line
-# names the line in each file where its hunk starts.
+# are left out of the comparison, and names that only carry the kernel's number (K11_BR and K12_BR,
+# k11_launch, kernel11_tma) are written with N, so that a rename is not shown as a change. An added
+# line is printed as it stands in kernel K's file, with its comment and the comment lines right
+# above it (the code's own explanation). A line that ends with "// aside" carries what a later step
+# needs, not this kernel's idea (the backward's L, step 06's ALiBi): hidden and counted (ALL=1 shows
+# it). Each @@ line names the line in each file where its hunk starts.
 # Two kernels that share a template and differ in its flags (13/14, B3/B4, B5/B6) show the
 # two instantiations against each other, then the template's lines that read the flags that
 # differ (with the blocks they open).
@@ -27,24 +30,27 @@ usage() { echo "make idea K=N: N is a forward kernel 2..$1, a backward kernel B2
 # file_of K: the source file of kernel K (12 or B5), empty if there is none
 file_of() {
     case $1 in
-        [Bb][0-9]*) n=${1#?}; set -- "$dir"/bwd"$n"_*.cu ;;
-        [Dd][0-9]*) n=${1#?}; set -- "$dir"/decode"$n"_*.cu ;;
-        *) n=$1; set -- "$dir"/kernel"$n"_*.cu ;;
+        [Bb][0-9]*) n=${1#?}; fam=bwd ;;
+        [Dd][0-9]*) n=${1#?}; fam=decode ;;
+        *) n=$1; fam=kernel ;;
     esac
     case $n in ''|*[!0-9]*|0*) return 0 ;; esac
+    # the forward and backward files carry two digits (kernel02_..., bwd10_...) so that a listing reads in ladder order
+    [ "$fam" = decode ] || n=$(printf '%02d' "$n")
+    set -- "$dir/$fam${n}"_*.cu
     [ -f "$1" ] && echo "$1"
 }
 # label FILE: "kernel 12" or "backward kernel 5"
 label() {
     b=$(basename "$1")
     case $b in
-        kernel[0-9]*) n=${b#kernel}; echo "kernel ${n%%_*}" ;;
-        bwd[0-9]*) n=${b#bwd}; echo "backward kernel ${n%%_*}" ;;
-        decode[0-9]*) n=${b#decode}; echo "decode kernel ${n%%_*}" ;;
+        kernel[0-9]*) echo "kernel $(number "$1")" ;;
+        bwd[0-9]*) echo "backward kernel $(number "$1")" ;;
+        decode[0-9]*) echo "decode kernel $(number "$1")" ;;
         *) echo "$b" ;;
     esac
 }
-number() { b=$(basename "$1"); b=${b#kernel}; b=${b#bwd}; b=${b#decode}; echo "${b%%_*}"; }
+number() { b=$(basename "$1"); b=${b#kernel}; b=${b#bwd}; b=${b#decode}; b=${b%%_*}; echo "${b#0}"; }
 # header FIELD FILE: the text after " * FIELD: " in the file's header, empty if absent
 header() { sed -n "s/^ \* $1: //p" "$2" | head -n 1; }
 extends() { header Extends "$1" | sed -n 's/^\([A-Za-z0-9_]*\.cu\); idea: ..*$/\1/p'; }
@@ -57,25 +63,29 @@ flags() { header Code "$1" | sed -n 's/^[A-Za-z0-9_]*\.cuh with //p' | tr ',' '\
 # line numbers stay the file's), names carrying NUMBER written with N. PART: "kernel" (the default)
 # blanks the lines from the "// --- the launcher" banner on, "launcher" the lines before it, "all" none.
 code() {
-    awk -v part="${3:-kernel}" '
+    awk -v part="${3:-kernel}" -v keep_aside="$all" -v asides="$tmp/code.asides" '
     /^\/\/ --- the launcher/ { launcher = 1 }
     {
-        out = ""; s = $0; i = 1; n = length(s); instr = 0
+        out = ""; s = $0; i = 1; n = length(s); instr = 0; aside = 0
         while (i <= n) {
             c = substr(s, i, 1); c2 = substr(s, i, 2)
             if (inblock) { if (c2 == "*/") { inblock = 0; i += 2 } else i++; continue }
             if (instr) { out = out c; if (c == "\\") { out = out substr(s, i + 1, 1); i += 2; continue }
                          if (c == q) instr = 0; i++; continue }
             if (c2 == "/*") { inblock = 1; i += 2; continue }
-            if (c2 == "//") break
+            if (c2 == "//") { aside = substr(s, i) ~ /^\/\/[ \t]*aside([: \t]|$)/; break }
             if (c == "\"" || c == "\047") { instr = 1; q = c }
             out = out c; i++
         }
         sub(/[ \t]+$/, "", out)
         if ((part == "kernel" && launcher) || (part == "launcher" && !launcher)) out = ""
         if (out ~ /^[ \t]*\(void\)/) out = ""     # (void)x, ...: unused-argument silencers, not code that runs
+        # "// aside" (or "// aside: why") ends a line that a later step needs but that is not the idea here (the L store for
+        # the backward, the ALiBi modifier): hidden, and counted, unless ALL=1 (a line, not the idea of this kernel)
+        if (aside && out != "" && !keep_aside) { out = ""; hidden++ }
         print out
-    }' "$1" >"$tmp/code"
+    }
+    END { print hidden + 0 > asides }' "$1" >"$tmp/code"
     case $2 in ''|*[!0-9]*) cat "$tmp/code"; return ;; esac
     sed -e 's/^/ /' -e 's/$/ /' \
         -e "s/\([^A-Za-z0-9_]\)\([KkBb]\)$2\([^0-9]\)/\1\2N\3/g" \
@@ -93,16 +103,30 @@ code() {
 show_diff() {
     part=kernel; [ -n "$all" ] && part=all
     code "$1" "$3" "$part" | compact "$tmp/a"; code "$2" "$4" "$part" | compact "$tmp/b"
+    hidden=$(cat "$tmp/code.asides")
     diff -b -U 1 "$tmp/a" "$tmp/b" >"$tmp/d"
-    awk -v A="$(basename "$1")" -v B="$(basename "$2")" -v MA="$tmp/a.map" -v MB="$tmp/b.map" '
-        BEGIN { while ((getline l < MA) > 0) ma[++na] = l; while ((getline l < MB) > 0) mb[++nb] = l }
+    # An added line is printed as it stands in B, with its comment, and under it the comment lines that stand
+    # right above it in B: the code's own explanation of the idea (the comparison itself ignores comments).
+    awk -v A="$(basename "$1")" -v B="$(basename "$2")" -v MA="$tmp/a.map" -v MB="$tmp/b.map" -v RAW="$2" '
+        BEGIN { while ((getline l < MA) > 0) ma[++na] = l; while ((getline l < MB) > 0) mb[++nb] = l
+                while ((getline l < RAW) > 0) raw[++nr] = l }
         function at(m, n, start, len) { if (len == 0) start++; if (start > n) start = n; return start > 0 ? m[start] : 1 }
         NR <= 2 { next }
         /^@@/ {
             split(substr($2, 2), a, ","); split(substr($3, 2), b, ",")
             if (!(2 in a)) a[2] = 1; if (!(2 in b)) b[2] = 1
+            j = b[1] + (b[2] == 0)
             printf "@@ %s:%d %s:%d @@\n", A, at(ma, na, a[1], a[2]), B, at(mb, nb, b[1], b[2]); delete a; delete b; next
         }
+        /^\+/ {
+            if (j > 1 && j <= nb) {
+                first = mb[j]
+                while (first - 1 > mb[j - 1] && raw[first - 1] ~ /^[ \t]*(\/\/|\/\*|\*)/) first--
+                for (k = first; k < mb[j]; k++) print "+" raw[k]
+            }
+            print (j <= nb ? "+" raw[mb[j]] : $0); j++; next
+        }
+        /^ / { j++ }
         { print }' "$tmp/d"
     counts=$(changed "$tmp/d") extra=
     if [ -z "$all" ]; then
@@ -112,6 +136,7 @@ show_diff() {
         [ "$l" = "0 0" ] || extra="; their launchers, left out here: +${l% *} -${l#* } (ALL=1 shows them)"
     fi
     echo "(${counts% *} lines of code added, ${counts#* } removed$extra)"
+    [ "${hidden:-0}" -eq 0 ] || echo "($hidden lines of $(basename "$2") end with '// aside': what a later step needs (the backward's L, the ALiBi modifier), not this idea; hidden here, ALL=1 shows them)"
 }
 # inst_counts A B NA NB: "X lines added, Y removed", what the two instantiating files' code adds and removes
 inst_counts() {
@@ -193,7 +218,7 @@ idea_of() {
         [ -n "$pc" ] && a=$dir/$pc
         [ -n "$c" ] && b=$dir/$c
         [ -n "$c$pc" ] && echo "the code: $(basename "$a")${pc:+ (what $p runs: ${pc} with $(flags "$pf" | tr '\n' ' ' | sed 's/ $//;s/ /, /g'))} against $(basename "$b")${c:+ (what $(basename "$f") runs: $c with $(flags "$f" | tr '\n' ' ' | sed 's/ $//;s/ /, /g'))}"
-        echo "(code only: comments, blank lines and whitespace changes dropped; the kernel's number in names written N$scope)"
+        echo "(compared without comments, blank lines and whitespace; added lines shown with their comments; the kernel's number in names written N$scope)"
         echo
         show_diff "$a" "$b" "$pn" "$n"
     fi

@@ -1,5 +1,5 @@
 /*
- * Extends: kernel9_ffma_scale.cu; idea: Hopper's wgmma: the tensor cores read K and V from shared memory themselves
+ * Extends: kernel09_ffma_scale.cu; idea: Hopper's wgmma: the tensor cores read K and V from shared memory themselves
  *
  * Kernel 10: kernel 9's algorithm on Hopper's warpgroup matrix instructions.
  *

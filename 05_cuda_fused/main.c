@@ -255,52 +255,61 @@ static int run_checks(long only, int fwd, int bwd)
 
 // --- the default run, ALiBi and the benchmark --------------------------------------------------
 
-static int run_default(const Opts *o, FILE *csv)
+/* One table: naive and the fused kernels that o asks for (o->dtype, --kernel), each checked against the float64
+ * reference first, then each timed against naive in this one run. brief (the first screen): no reference line,
+ * a check line only for a kernel that is wrong or refused, and of the times only naive's and the fastest's.
+ * The fastest kernel and naive's time into *tb. Returns 1 if every kernel that ran was right. */
+typedef struct { double t_naive, best; const FusedKernel *best_k; Err best_err; int n_ok, n_wrong, n_skip; } Table;
+static int run_table(const Opts *o, FILE *csv, int brief, Table *tb)
 {
     int nk, ok = 1;
     const FusedKernel *const *ks = fused_kernels(&nk);
     char desc[512], eb[128], b1[32], label[32], lim[160];
     Problem p;
-    printf("step05: fused attention kernels vs naive, %s, B=%ld H=%ld N=%ld D=%ld%s\n", dtype_name(o->dtype), o->B, o->H,
-           o->N, o->D, o->causal ? ", causal" : "");
-    printf("device: %s\n", gpu_describe());
-    gpu_refusals_quiet(1); /* a refused launch is a SKIP line of the table below, with the refusal's words */
-    if (gpu_dtype_unavailable(o->dtype)) usage_error("option --dtype: %s", gpu_dtype_unavailable(o->dtype));
+    memset(tb, 0, sizeof *tb);
     problem_make(&p, o->B, o->H, o->N, o->D, o->dtype, o->causal, o->seed, o);
     RefRows r = ref_rows(&p, NULL);
     float *full = xmalloc(p.n * 4, "O");
-    printf("reference: float64 on the CPU, %s (%zu rows)\n",
-           r.stride == 1 ? "all rows" : "every 61st row of every head", r.nrows);
+    if (!brief)
+        printf("reference: float64 on the CPU, %s (%zu rows)\n",
+               r.stride == 1 ? "all rows" : "every 61st row of every head", r.nrows);
     /* 1. Check everything before timing anything. */
     Err en, ek[32];
     int refused[32] = {0}; /* a launch this GPU refused: a SKIP line here, never timed, never in the answer */
     int nrc = run_compare(NULL, &p, &r, o->dtype == DT_FP32 ? 1e-5 : 2e-2, &en, full, NULL);
-    printf("\nchecks (output poisoned with NaN before each run):\n");
-    if (nrc == 0) printf("  %-9s %-16s %s\n", "naive", "cuBLAS+softmax", fmt_err(&en, eb, sizeof eb));
-    else printf("  %-9s OOM: S and P need %s of device memory, %s\n", "naive",
+    if (!brief) printf("\nchecks (output poisoned with NaN before each run):\n");
+    if (nrc == 0 && !brief) printf("  %-9s %-16s %s\n", "naive", "cuBLAS+softmax", fmt_err(&en, eb, sizeof eb));
+    else if (nrc != 0) printf("  %-9s OOM: S and P need %s of device memory, %s\n", "naive",
                 fmt_bytes(2.0 * p.B * p.H * p.N * p.N * dtype_size(p.dtype), b1, sizeof b1), dmem_limit_desc(lim, sizeof lim));
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
         kernel_label(0, kn->id, label, sizeof label);
-        if (opts_kernel(o, kn->id) && FUSED_UNAVAILABLE(kn) && (kn->dtypes & (1u << o->dtype)))
+        if (opts_kernel(o, kn->id) && FUSED_UNAVAILABLE(kn) && (kn->dtypes & (1u << o->dtype))) {
             printf("  %-9s %-16s skipped: %s\n", label, kn->name, FUSED_UNAVAILABLE(kn));
+            tb->n_skip++;
+        }
         if (!opts_kernel(o, kn->id) || !fused_runs(kn, o->dtype, o->D)) continue;
         double atol = o->dtype == DT_FP32 ? (nrc == 0 ? tol_fp32(en.max_abs) : 1e-5) : (nrc == 0 ? tol_16bit(en.max_abs) : 2e-2);
         if (run_compare(kn, &p, &r, atol, &ek[i], full, NULL) != 0) {
             printf("  %-9s %-16s SKIP: %s\n", label, kn->name, gpu_last_refusal());
             refused[i] = 1;
+            tb->n_skip++;
             continue;
         }
         int good = ek[i].n_bad == 0;
-        printf("  %-9s %-16s %s  %s\n", label, kn->name, fmt_err(&ek[i], eb, sizeof eb), good ? "ok" : "WRONG");
+        if (!brief || !good) printf("  %-9s %-16s %s  %s\n", label, kn->name, fmt_err(&ek[i], eb, sizeof eb), good ? "ok" : "WRONG");
+        if (good) tb->n_ok++; else tb->n_wrong++;
         ok &= good;
     }
     /* 2. Time: naive, then each kernel, in this one run. */
-    printf("\ntimes (CUDA events, 2 warm-ups, median of %ld; TFLOP/s = %s*B*H*N*N*D / time):\n", o->repeat, o->causal ? "2" : "4");
-    size_t peak = 0;
+    if (!brief)
+        printf("\ntimes (CUDA events, 2 warm-ups, median of %ld; TFLOP/s = %s*B*H*N*N*D / time):\n", o->repeat, o->causal ? "2" : "4");
+    size_t peak = 0, best_peak = 0;
     double t_naive = nrc == 0 ? time_one(NULL, &p, (int)o->repeat, &peak) : -1;
     if (t_naive < 0)
         printf("  %-9s %-16s %10s\n", "naive", "cuBLAS+softmax", "OOM");
+    else if (brief)
+        printf("  %-9s %-16s %9.3f ms  %s  ok\n", "naive", "cuBLAS+softmax", t_naive, fmt_err(&en, eb, sizeof eb));
     else
         printf("  %-9s %-16s %9.3f ms %8.2f TFLOP/s  peak %10s  max abs %.2e  rel L2 %.2e\n", "naive", "cuBLAS+softmax",
                t_naive, flops(&p) / t_naive / 1e9, fmt_bytes((double)peak, b1, sizeof b1), en.max_abs, en.rel_l2);
@@ -313,28 +322,99 @@ static int run_default(const Opts *o, FILE *csv)
     const FusedKernel *best_k = NULL;
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
-        if (!opts_kernel(o, kn->id) || !fused_runs(kn, o->dtype, o->D) || refused[i]) continue;
+        if (!opts_kernel(o, kn->id) || !fused_runs(kn, o->dtype, o->D) || refused[i] || ek[i].n_bad) continue;
         double ms = time_one(kn, &p, (int)o->repeat, &peak);
         kn->describe(o->D, o->dtype, desc, sizeof desc);
-        print_time_row(kernel_label(0, kn->id, label, sizeof label), kn->name, ms, flops(&p) / ms / 1e9, peak, t_naive, desc);
+        if (!brief) print_time_row(kernel_label(0, kn->id, label, sizeof label), kn->name, ms, flops(&p) / ms / 1e9, peak, t_naive, desc);
         if (csv)
             csv_row(csv, "default", &p, kn->id, kn->name, ms, flops(&p) / ms / 1e9, peak, (double[2]){ek[i].max_abs, ek[i].rel_l2});
-        if (best < 0 || ms < best) { best = ms; best_k = kn; }
+        if (best < 0 || ms < best) { best = ms; best_k = kn; tb->best_err = ek[i]; best_peak = peak; }
     }
-    if (best_k && t_naive > 0)
-        print_answer_fastest("fused kernel", best_k->id, best_k->name, best, t_naive, "S and P",
-                             2.0 * p.B * p.H * p.N * p.N * dtype_size(p.dtype));
+    if (brief && best_k) {
+        printf("  %-9s %-16s %9.3f ms  %s  ok", kernel_label(0, best_k->id, label, sizeof label), best_k->name, best,
+               fmt_err(&tb->best_err, eb, sizeof eb));
+        if (t_naive > 0) printf("  %.2fx naive", t_naive / best);
+        printf("\n");
+    }
+    (void)best_peak;
+    tb->t_naive = t_naive; tb->best = best; tb->best_k = best_k;
     if (o->outfile) {
         long shp[4] = {o->B, o->H, o->N, o->D};
         ddownload(full, p.O, p.n, p.dtype);
         if (npy_save(o->outfile, full, shp, 4, o->dtype == DT_FP16 ? DT_FP16 : DT_FP32) != 0) {
             fprintf(stderr, "step05: cannot write %s\n", o->outfile);
-            return EXIT_FAIL;
+            ok = 0;
+        } else {
+            printf("wrote O of the last kernel timed to %s\n", o->outfile);
         }
-        printf("wrote O of the last kernel timed to %s\n", o->outfile);
     }
     tfree(full); tfree(r.ref);
     problem_free(&p);
+    return ok;
+}
+
+static int run_default(const Opts *o, FILE *csv)
+{
+    printf("step05: fused attention kernels vs naive, %s, B=%ld H=%ld N=%ld D=%ld%s\n", dtype_name(o->dtype), o->B, o->H,
+           o->N, o->D, o->causal ? ", causal" : "");
+    printf("device: %s\n", gpu_describe());
+    gpu_refusals_quiet(1); /* a refused launch is a SKIP line of the table below, with the refusal's words */
+    if (gpu_dtype_unavailable(o->dtype)) usage_error("option --dtype: %s", gpu_dtype_unavailable(o->dtype));
+    Table tb;
+    int ok = run_table(o, csv, 0, &tb);
+    if (tb.best_k && tb.t_naive > 0)
+        print_answer_fastest("fused kernel", tb.best_k->id, tb.best_k->name, tb.best, tb.t_naive, "S and P",
+                             2.0 * o->B * o->H * o->N * o->N * dtype_size(o->dtype));
+    return ok ? EXIT_OK : EXIT_FAIL;
+}
+
+static int dim_ok(int dtype, long D);
+/* ./step05 with no --dtype: the whole story on one screen. First kernel 1, the chapter's loop transcribed (the
+ * kernel to read), against naive attention in fp32; then the fastest tensor-core kernel this GPU runs against
+ * naive in fp16 (the kernel that wins). Every kernel is checked before anything is timed, as in the tables of
+ * --dtype fp32 and --dtype fp16, which list every kernel. */
+static int run_first_screen(const Opts *o)
+{
+    char b[32];
+    printf("step05: the chapter's fused attention on this GPU, B=%ld H=%ld N=%ld D=%ld%s\n", o->B, o->H, o->N, o->D,
+           o->causal ? ", causal" : "");
+    printf("device: %s\n", gpu_describe());
+    printf("each kernel checked against float64 on the CPU (every 61st row of every head; output poisoned with NaN "
+           "before each run), then timed (CUDA events, median of %ld)\n", o->repeat);
+    gpu_refusals_quiet(1);
+    Opts q = *o;
+    q.dtype = DT_FP32; q.kernel = q.kernel_last = 1;
+    Table t1, t2;
+    printf("\n1. fp32: kernel 1, the chapter's loop on the GPU, one thread per query row (kernel01_transcription.cu,\n"
+           "   line for line 04_online_softmax/flash.c)\n");
+    int ok = run_table(&q, NULL, 1, &t1);
+    q.dtype = DT_FP16; q.kernel = 3; q.kernel_last = 99;
+    int fp16 = !gpu_dtype_unavailable(DT_FP16) && dim_ok(DT_FP16, o->D);
+    if (fp16) {
+        printf("\n2. fp16: the tensor cores, kernels 3 and up (each checked, then timed; the fastest shown)\n");
+        ok &= run_table(&q, NULL, 1, &t2);
+        printf("   %d kernels ran and are right, %d wrong, %d skipped on this GPU (./step05 --dtype fp16 lists each)\n",
+               t2.n_ok, t2.n_wrong, t2.n_skip);
+    } else {
+        printf("\n2. fp16: skipped (D = %ld: the tensor-core kernels take D = 64 or 128)\n", o->D);
+    }
+    const double sp = 2.0 * o->B * o->H * o->N * o->N;
+    if (t1.best_k && t1.t_naive > 0) {
+        const double x = t1.t_naive / t1.best;
+        printf("\nanswer (fp32): kernel 1, the chapter's loop, takes %.3f ms vs naive's %.3f ms: %.2fx. Naive writes S and "
+               "P (%s) and reads them back, but runs its two products on cuBLAS's fp32 GEMM (tiles in shared memory, "
+               "every thread busy); kernel 1 never writes them, but each thread reads every K and V row itself, a "
+               "scalar loop: %s.\n", t1.best, t1.t_naive, x, fmt_bytes(sp * 4, b, sizeof b),
+               x >= 1 ? "saving S and P's traffic is worth more here than cuBLAS's tiling"
+                      : "here the tiling is worth more than the traffic saved; kernel 2 adds the tiling (./step05 --dtype fp32)");
+    }
+    if (fp16 && t2.best_k && t2.t_naive > 0)
+        printf("answer (fp16): the fastest tensor-core kernel here (kernel %d, %s) takes %.3f ms vs naive fp16's %.3f ms: "
+               "%.2fx. Both products on the tensor cores, and S and P (%s in fp16) never leave the chip: the fusion "
+               "and the tensor cores together.\n", t2.best_k->id, t2.best_k->name, t2.best, t2.t_naive,
+               t2.t_naive / t2.best, fmt_bytes(sp * 2, b, sizeof b));
+    printf("next: ./step05 --dtype fp32 and --dtype fp16 (every kernel), make idea K=3 (one rung's idea), "
+           "./step05 --check, 05_cuda_fused/README.md\n");
     return ok ? EXIT_OK : EXIT_FAIL;
 }
 
@@ -608,6 +688,12 @@ int main(int argc, char **argv)
     }
     if (o.help) { usage(&o); return 0; }
     if (layout_csv) return write_layout(layout_csv); /* the picture's data: the CPU, any machine */
+    if (dec.on && (o.qfile || o.kfile || o.vfile)) {     /* decode on the reader's tensors: their own shapes */
+        if (bench || o.check || sanitize)
+            usage_error("option --q: with --decode the reader's tensors go with the default run (not --bench, --check or "
+                        "--sanitize-shapes)");
+        decode_files_validate(&o, &dec);
+    }
     opts_validate(&o, dtype_size(o.dtype));
     if (bf.dout || bf.dq || bf.dk || bf.dv) {            /* the backward on the reader's tensors */
         if (!backward) usage_error("options --do, --out-dq, --out-dk, --out-dv go with --backward");
@@ -623,9 +709,10 @@ int main(int argc, char **argv)
     }
     if (backward && o.outfile) usage_error("option --out saves the forward's O; the backward writes --out-dq, --out-dk, --out-dv");
     if (dec.on) {
-        if (backward || alibi || o.causal || o.qfile || o.outfile)
+        if (backward || alibi || o.causal)
             usage_error("option --decode runs on its own (causal among the new rows by definition; not with --backward, "
-                        "--alibi, --causal or .npy files)");
+                        "--alibi or --causal)");
+        if (o.outfile && !dec.qf) usage_error("option --out: with --decode, give the tensors too (--q, --k, --v)");
         decode_validate(&o, &dec);
         if (!o.check && !sanitize && !gpu_available())
             printf("step05 --decode runs the decode kernels, and needs an NVIDIA GPU: this machine has none usable (or this "
@@ -686,9 +773,12 @@ int main(int argc, char **argv)
         if (bench || backward) usage_error("option --alibi runs on its own (not with --bench or --backward)");
         return alibi_run(&o);
     }
+    /* ./step05 as the card types it (no --dtype, no --kernel, no files, no CSV): the first screen */
+    const int first_screen = !(o.given & OPT_GIVEN_DTYPE) && !o.kernel && !o.qfile && !o.outfile && !o.csv;
     FILE *csv = o.csv ? csv_open(o.csv, CSV_HEADER) : NULL;
     int rc = backward ? (bench ? bwd_run_bench(&o, csv) : bwd_run_default(&o, csv, &bf))
-                      : bench ? run_bench(&o, csv) : run_default(&o, csv);
+                      : bench ? run_bench(&o, csv)
+                      : first_screen ? run_first_screen(&o) : run_default(&o, csv);
     if (csv) fclose(csv);
     return rc;
 #else

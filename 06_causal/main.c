@@ -327,7 +327,12 @@ int main(int argc, char **argv)
             usage_error("--generate takes --load, --prompt, --tokens, --temperature, --seed and --device (see --help)");
         return generate_main(&o, &g);
     }
-    if (training) return train_main(&o, &t, mode != MASK_ABSOLUTE, alibi); /* train.c, and train_gpu.c for --device gpu */
+    if (training) {
+        if (alibi) usage_error("option --alibi goes with the causal run, not --train (the GPT has no position bias)");
+        if (mode != MASK_ABSOLUTE || o.dtype != DT_FP32)
+            usage_error("--train runs in fp32 with every mask itself: --mask and --dtype do not apply");
+        return o.device == DEV_GPU ? train_gpu_main(&o, &t) : train_main(&o, &t); /* train_gpu.c or train.c */
+    }
 
     char eb[128];
     FILE *csv = o.csv ? csv_open(o.csv, "device,dtype,kernel,B,H,N,D,ms_full,ms_causal,tflops_full,tflops_causal") : NULL;

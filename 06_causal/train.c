@@ -313,12 +313,8 @@ void train_setup(const Opts *o, const TrainOpts *t, TrainSetup *s, Corpus *c)
                     s->cfg.T, s->cfg.T + 1, c->n_val);
 }
 
-int train_main(const Opts *o, const TrainOpts *t, int relative_mask, int alibi)
+int train_main(const Opts *o, const TrainOpts *t)
 {
-    if (alibi) usage_error("option --alibi goes with the causal run, not --train (the GPT has no position bias)");
-    if (relative_mask || o->dtype != DT_FP32)
-        usage_error("--train runs in fp32 with every mask itself: --mask and --dtype do not apply");
-    if (o->device == DEV_GPU) return train_gpu_main(o, t);
     if (t->big) usage_error("option --big goes with --train --device gpu");
     Setup s;
     Corpus c;

@@ -41,9 +41,10 @@ void train_opts_init(TrainOpts *t);
 int train_parse(TrainOpts *t, int argc, char **argv, int *i);
 /* The option lines for --help. */
 void train_usage(void);
-/* ./step06 --train (with --device gpu: train_gpu_main). relative_mask, alibi: those options of the causal
- * run were given (a usage error here). Returns the exit code. */
-int train_main(const Opts *o, const TrainOpts *t, int relative_mask, int alibi);
+/* ./step06 --train on the CPU (train.c). Returns the exit code. The GPU's training is train_gpu_main
+ * (train_gpu.c); main.c chooses between them, so that neither file calls the other: train_gpu.c builds on
+ * train.c's setup and curves, train.c knows nothing of the GPU. */
+int train_main(const Opts *o, const TrainOpts *t);
 /* The setup and the corpus of a training run from the options (bad input exits 2); shared by the CPU and
  * the GPU training. */
 void train_setup(const Opts *o, const TrainOpts *t, TrainSetup *s, Corpus *c);

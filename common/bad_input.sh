@@ -21,6 +21,15 @@ printf 'not a numpy file' >"$tmp/junk.npy"
 mknpy "$tmp/nan.npy" '<f4' '(1, 1, 4, 8)' 124 && printf '\000\000\300\177' >>"$tmp/nan.npy"  # last value NaN
 mknpy "$tmp/ok64.npy" '<f4' '(1, 1, 2, 64)' 512     # D = 64 (FP8's head dims)
 mknpy "$tmp/nan64.npy" '<f4' '(1, 1, 2, 64)' 508 && printf '\000\000\300\177' >>"$tmp/nan64.npy"
+# decode's files: Q [B, Hq, n, D] and the cache [B, Hkv, L, D]
+mknpy "$tmp/dq.npy" '<f4' '(2, 4, 2, 64)' 4096      # B=2 Hq=4 n=2
+mknpy "$tmp/dk.npy" '<f4' '(2, 2, 8, 64)' 8192      # B=2 Hkv=2 L=8
+mknpy "$tmp/dk9.npy" '<f4' '(2, 2, 9, 64)' 9216     # L=9
+mknpy "$tmp/dk3.npy" '<f4' '(2, 3, 8, 64)' 12288    # Hkv=3
+mknpy "$tmp/dkb.npy" '<f4' '(3, 2, 8, 64)' 12288    # B=3
+mknpy "$tmp/dkd.npy" '<f4' '(2, 2, 8, 128)' 16384   # D=128
+mknpy "$tmp/dk1.npy" '<f4' '(2, 2, 1, 64)' 1024     # L=1, fewer keys than Q's 2 new rows
+mknpy "$tmp/dknan.npy" '<f4' '(2, 2, 8, 64)' 8188 && printf '\000\000\300\177' >>"$tmp/dknan.npy"
 # text files for step06 --train --data
 : >"$tmp/empty.txt"
 printf 'text\000with a NUL byte' >"$tmp/binary.txt"
@@ -108,6 +117,18 @@ bad step05 "decode: cache < new rows" --decode --lens 5,3 --new 4
 bad step05 "decode: D 32 in fp16"  --decode --dim 32
 bad step05 "decode: lens vs batch" --decode --lens 5,6 --batch 3
 bad step05 "kv-heads without decode" --kv-heads 4
+bad step05 "decode files: K and V differ" --decode --q "$tmp/dq.npy" --k "$tmp/dk.npy" --v "$tmp/dk9.npy"
+bad step05 "decode files: Hq not a multiple" --decode --q "$tmp/dq.npy" --k "$tmp/dk3.npy" --v "$tmp/dk3.npy"
+bad step05 "decode files: B differs"  --decode --q "$tmp/dq.npy" --k "$tmp/dkb.npy" --v "$tmp/dkb.npy"
+bad step05 "decode files: D differs"  --decode --q "$tmp/dq.npy" --k "$tmp/dkd.npy" --v "$tmp/dkd.npy"
+bad step05 "decode files: n > L"      --decode --q "$tmp/dq.npy" --k "$tmp/dk1.npy" --v "$tmp/dk1.npy"
+bad step05 "decode files: NaN"        --decode --q "$tmp/dq.npy" --k "$tmp/dknan.npy" --v "$tmp/dk.npy"
+bad step05 "decode files: lens > L"   --decode --q "$tmp/dq.npy" --k "$tmp/dk.npy" --v "$tmp/dk.npy" --lens 8,9
+bad step05 "decode files: lens count" --decode --q "$tmp/dq.npy" --k "$tmp/dk.npy" --v "$tmp/dk.npy" --lens 8
+bad step05 "decode files: --new"     --decode --q "$tmp/dq.npy" --k "$tmp/dk.npy" --v "$tmp/dk.npy" --new 3
+bad step05 "decode files: --check"    --decode --q "$tmp/dq.npy" --k "$tmp/dk.npy" --v "$tmp/dk.npy" --check
+bad step05 "decode files: K missing"  --decode --q "$tmp/dq.npy" --v "$tmp/dk.npy"
+bad step05 "decode --out, no files"   --decode --out "$tmp/o.npy"
 bad step05 "decode with backward"  --decode --backward
 bad step05 "fp8: D 32"             --dtype fp8 --dim 32
 bad step05 "fp8 with backward"     --dtype fp8 --backward

@@ -201,7 +201,7 @@ int opts_parse_common(Opts *o, int argc, char **argv, int *i)
         char allowed[64] = "";
         for (int d = 0; d < DT_COUNT; d++) {
             if (!(o->dtype_mask & (1u << d))) continue;
-            if (!strcmp(v, dtype_names[d])) { o->dtype = d; return 1; }
+            if (!strcmp(v, dtype_names[d])) { o->dtype = d; o->given |= OPT_GIVEN_DTYPE; return 1; }
             if (allowed[0]) strcat(allowed, "|");
             strcat(allowed, dtype_names[d]);
         }
@@ -994,6 +994,23 @@ int npy_save(const char *path, const float *x, const long *shape, int ndim, int 
     return (fclose(f) == 0 && w == n) ? 0 : -1;
 }
 
+void finite_or_die(const char *opt, const char *path, const float *x, const long *shape)
+{
+    const size_t n = (size_t)shape[0] * shape[1] * shape[2] * shape[3];
+    size_t nans = 0, infs = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!f32_is_finite(x[i])) {
+            if (!nans && !infs) first = i;
+            if (x[i] != x[i]) nans++; else infs++;
+        }
+    if (nans || infs) /* NaN in gives NaN out: say so here, not as a failed comparison later */
+        usage_error("option %s: %s holds %zu NaN and %zu inf values (the first at index %zu, [%zu, %zu, %zu, %zu]): "
+                    "attention of them is NaN, and this step checks against a finite reference; give finite inputs",
+                    opt, path, nans, infs, first, first / ((size_t)shape[1] * shape[2] * shape[3]),
+                    first / ((size_t)shape[2] * shape[3]) % (size_t)shape[1], first / (size_t)shape[3] % (size_t)shape[2],
+                    first % (size_t)shape[3]);
+}
+
 void inputs_load_or_make(Opts *o, float **q, float **k, float **v)
 {
     size_t n = (size_t)o->B * o->H * o->N * o->D;
@@ -1002,22 +1019,9 @@ void inputs_load_or_make(Opts *o, float **q, float **k, float **v)
         *q = npy_load("--q", o->qfile, shp, 4);
         *k = npy_load("--k", o->kfile, shp, 4);
         *v = npy_load("--v", o->vfile, shp, 4);
-        const float *x[3] = {*q, *k, *v};
-        const char *opt[3] = {"--q", "--k", "--v"}, *file[3] = {o->qfile, o->kfile, o->vfile};
-        for (int t = 0; t < 3; t++) { /* NaN in gives NaN out: say so here, not as a failed comparison later */
-            size_t nans = 0, infs = 0, first = 0;
-            for (size_t i = 0; i < n; i++)
-                if (!f32_is_finite(x[t][i])) {
-                    if (!nans && !infs) first = i;
-                    if (x[t][i] != x[t][i]) nans++; else infs++;
-                }
-            if (nans || infs)
-                usage_error("option %s: %s holds %zu NaN and %zu inf values (the first at index %zu, [b, h, n, d] = "
-                            "[%zu, %zu, %zu, %zu]): attention of them is NaN, and this step checks against a finite "
-                            "reference; give finite inputs", opt[t], file[t], nans, infs, first,
-                            first / ((size_t)o->H * o->N * o->D), first / ((size_t)o->N * o->D) % (size_t)o->H,
-                            first / (size_t)o->D % (size_t)o->N, first % (size_t)o->D);
-        }
+        finite_or_die("--q", o->qfile, *q, shp);
+        finite_or_die("--k", o->kfile, *k, shp);
+        finite_or_die("--v", o->vfile, *v, shp);
         return;
     }
     *q = xmalloc(n * sizeof(float), "Q");

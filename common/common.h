@@ -75,9 +75,10 @@ typedef struct {
     long repeat;                 /* timed repeats after warm-up */
     const char *csv;
     const char *qfile, *kfile, *vfile, *outfile;
-    unsigned given;              /* OPT_SHAPE bits the user set explicitly: 1 B, 2 H, 4 N, 8 D */
+    unsigned given;              /* what the user set explicitly: 1 B, 2 H, 4 N, 8 D, OPT_GIVEN_DTYPE --dtype */
 } Opts;
 
+#define OPT_GIVEN_DTYPE 16u
 /* 1 if --kernel (none, K or K-M) asks for kernel id. */
 static inline int opts_kernel(const Opts *o, long id) { return !o->kernel || (id >= o->kernel && id <= o->kernel_last); }
 
@@ -310,6 +311,9 @@ float *npy_load(const char *opt, const char *path, const long *shape, int ndim);
 /* The same, and float64 ('<f8') data too, each value rounded to the nearest float; *was_f64 (may be NULL)
  * says whether the file was float64 (a grader takes what NumPy's float64 promotion saves). */
 float *npy_load_f64ok(const char *opt, const char *path, const long *shape, int ndim, int *was_f64);
+/* Exit 2 with one line (how many NaN and inf, where the first is) if the 4-D array x of that shape, read from
+ * path for option opt, holds a non-finite value. */
+void finite_or_die(const char *opt, const char *path, const float *x, const long *shape);
 /* Read just the shape of a .npy (ndim <= 4); exits 2 like npy_load. */
 int npy_shape(const char *opt, const char *path, long *shape);
 /* Write float32 (dtype DT_FP32) or float16 (DT_FP16) .npy. Returns 0 on success. */

@@ -1,5 +1,5 @@
 /*
- * Extends: kernel6_occupancy.cu; idea: 32 query rows per warp: each K/V fragment read from shared memory feeds two mma
+ * Extends: kernel06_occupancy.cu; idea: 32 query rows per warp: each K/V fragment read from shared memory feeds two mma
  *
  * Kernel 7: kernel 6 with 32 query rows per warp instead of 16.
  *

@@ -1,5 +1,5 @@
 /*
- * Extends: bwd2_mma.cu; idea: 128 keys per block (8 warps): half the row-tile loads and dQ atomics
+ * Extends: bwd02_mma.cu; idea: 128 keys per block (8 warps): half the row-tile loads and dQ atomics
  * Code: bwd_mma.cuh with WARPS = 8, ONE_SYNC = false
  *
  * Backward kernel 3: backward kernel 2 with a K/V tile of 128 keys (8 warps).

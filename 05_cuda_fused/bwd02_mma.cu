@@ -1,5 +1,5 @@
 /*
- * Extends: bwd1_transcription.cu; idea: the five products on mma.sync, key-major: p^T and ds^T stay in registers
+ * Extends: bwd01_transcription.cu; idea: the five products on mma.sync, key-major: p^T and ds^T stay in registers
  * Code: bwd_mma.cuh with WARPS = 4, ONE_SYNC = false
  *
  * Backward kernel 2: the backward on the tensor cores, FlashAttention-2's

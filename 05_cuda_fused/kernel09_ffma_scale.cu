@@ -1,5 +1,5 @@
 /*
- * Extends: kernel8_wide_kv.cu; idea: the softmax scale folded into the exponent's FFMA: one instruction per score fewer
+ * Extends: kernel08_wide_kv.cu; idea: the softmax scale folded into the exponent's FFMA: one instruction per score fewer
  *
  * Kernel 9: kernel 8 with the softmax scale folded into the exponent's FFMA.
  *
@@ -23,7 +23,7 @@
  * (kernel 7), and the FMUL sat between the two mma phases of every tile.
  * Everything else is kernel 8's, repeated on purpose so the file reads alone.
  *
- * For the backward (bwd2_mma.cu and after) it also writes, when asked (launch_l,
+ * For the backward (bwd02_mma.cu and after) it also writes, when asked (launch_l,
  * L != NULL), L = m + log l per row in natural-log units: m is kept in log2
  * units here, so L = m ln 2 + log l. One store and one logf per row, after the
  * loop, behind a branch on L that is the same for the whole grid. Measured
@@ -59,7 +59,7 @@ kernel9_ffma_scale(const T *__restrict__ Q,  // [B, H, N, D]
                       const T *__restrict__ K,  // [B, H, N, D]
                       const T *__restrict__ V,  // [B, H, N, D]
                       T *__restrict__ O,        // [B, H, N, D]
-                      float *__restrict__ L,    // [B, H, N] or NULL: L = m + log l per row, for the backward
+                      float *__restrict__ L,    // aside: [B, H, N] or NULL: L = m + log l per row, for the backward
                       long N, long row_tiles, int causal, float scale_log2)
 {
     constexpr int LD = K9Smem<D>::LD, K9_BC = BCK; /* the K/V tile: the kernel's own, or narrowed to fit */
@@ -222,8 +222,8 @@ kernel9_ffma_scale(const T *__restrict__ Q,  // [B, H, N, D]
                 for (int n = 0; n < D / 8; n++)                                      // O_i = o / l
                     *reinterpret_cast<uint32_t *>(Oh + row * D + n * 8 + 2 * t) =
                         pack2<T>(o[mb][n][2 * h] * inv, o[mb][n][2 * h + 1] * inv);
-                if (L != nullptr && t == 0)   // the quad's four lanes hold the same m and l
-                    L[bh * N + row] = lr > 0.0f ? m[mb][h] * 0.69314718055994531f + logf(lr) : -INFINITY; // L = m + log l
+                if (L != nullptr && t == 0)   // aside: the backward's L; the quad's four lanes hold the same m and l
+                    L[bh * N + row] = lr > 0.0f ? m[mb][h] * 0.69314718055994531f + logf(lr) : -INFINITY; // aside: L = m + log l
             }
         }
 }

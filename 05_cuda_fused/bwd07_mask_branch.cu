@@ -1,5 +1,5 @@
 /*
- * Extends: bwd5_wgmma.cu; idea: the masks only in the row tiles that need them (the loop twice, need_mask choosing once)
+ * Extends: bwd05_wgmma.cu; idea: the masks only in the row tiles that need them (the loop twice, need_mask choosing once)
  * Code: bwd_wgmma.cuh with BULK = false, MASK_BRANCH = true, OVERLAP = false, DET = false
  *
  * Backward kernel 7: backward kernel 5 without the mask arithmetic in the

@@ -1,5 +1,5 @@
 /*
- * Extends: bwd7_mask_branch.cu; idea: overlap inside a consumer: p^T computed while dp^T is on the tensor cores (D = 128: ds^T while dV is)
+ * Extends: bwd07_mask_branch.cu; idea: overlap inside a consumer: p^T computed while dp^T is on the tensor cores (D = 128: ds^T while dV is)
  * Code: bwd_wgmma.cuh with BULK = false, MASK_BRANCH = true, OVERLAP = true, DET = false
  *
  * Backward kernel 8: backward kernel 7 with each wait covering only the

@@ -1,5 +1,5 @@
 /*
- * Extends: kernel2_smem_tiles.cu; idea: both matrix products on the tensor cores (mma.sync, fp16/bf16)
+ * Extends: kernel02_smem_tiles.cu; idea: both matrix products on the tensor cores (mma.sync, fp16/bf16)
  *
  * Kernel 3: tensor cores. fp16 / bf16 inputs, the two matrix products of the
  * tile loop on mma.sync m16n8k16, fp32 softmax state and fp32 accumulation.
@@ -71,15 +71,14 @@ __device__ __forceinline__ void load_tile(T *dst, const T *src, long row0, long 
     }
 }
 
-/* The kernel's body. ALIBI (a compile-time flag, so the plain kernel is exactly what it was): ALiBi's
- * -slope |i - j| added to s_tile where the mask goes, with the absolute row_g and col, before the row max
- * (in log2 units, as every score here: slope log2 e per key of distance). */
-template <int D, typename T, bool ALIBI>
+/* The kernel's body, a device function: kernel3_mma below is it as a __global__ kernel. */
+template <int D, typename T,
+          bool ALIBI>                               // aside: ALiBi (step 06) from the same body, plain kernel unchanged
 __device__ __forceinline__ void kernel3_tile(const T *__restrict__ Q,  // [B, H, N, D]
                                              const T *__restrict__ K,  // [B, H, N, D]
                                              const T *__restrict__ V,  // [B, H, N, D]
                                              T *__restrict__ O,        // [B, H, N, D]
-                                             const float *__restrict__ slope, // [B*H], ALIBI only
+                                             const float *__restrict__ slope, // aside: [B*H], ALIBI only
                                              long N, long row_tiles, int causal, float scale_log2)
 {
     constexpr int LD = K3Smem<D>::LD;
@@ -139,11 +138,11 @@ __device__ __forceinline__ void kernel3_tile(const T *__restrict__ Q,  // [B, H,
                 const long col = j0 + n * 8 + 2 * t + e;
                 s[n][e] = (col >= N || (causal && col > row_g)) ? -INFINITY : s[n][e] * scale_log2;
                 s[n][2 + e] = (col >= N || (causal && col > row_g8)) ? -INFINITY : s[n][2 + e] * scale_log2;
-                if constexpr (ALIBI) {                        // a score modifier goes with the mask: -slope |i - j|
-                    const float sl = slope[bh] * 1.4426950408889634f;              // log2 units
-                    s[n][e] -= sl * (float)(row_g > col ? row_g - col : col - row_g);
-                    s[n][2 + e] -= sl * (float)(row_g8 > col ? row_g8 - col : col - row_g8);
-                }
+                if constexpr (ALIBI) {                        // aside: ALiBi's -slope |i - j| goes with the mask,
+                    const float sl = slope[bh] * 1.4426950408889634f;              // aside: in log2 units
+                    s[n][e] -= sl * (float)(row_g > col ? row_g - col : col - row_g);             // aside
+                    s[n][2 + e] -= sl * (float)(row_g8 > col ? row_g8 - col : col - row_g8);      // aside
+                }                                                                                 // aside
                 mt0 = fmaxf(mt0, s[n][e]);
                 mt1 = fmaxf(mt1, s[n][2 + e]);
             }
@@ -211,13 +210,13 @@ kernel3_mma(const T *__restrict__ Q, const T *__restrict__ K, const T *__restric
     kernel3_tile<D, T, false>(Q, K, V, O, nullptr, N, row_tiles, causal, scale_log2);
 }
 
-template <int D, typename T>
-__global__ void __launch_bounds__(K3_WARPS * 32)
-kernel3_alibi(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V, T *__restrict__ O,
-              const float *__restrict__ slope, long N, long row_tiles, int causal, float scale_log2)
-{
-    kernel3_tile<D, T, true>(Q, K, V, O, slope, N, row_tiles, causal, scale_log2);
-}
+template <int D, typename T>                                                          // aside: ALiBi's build
+__global__ void __launch_bounds__(K3_WARPS * 32)                                      // aside
+kernel3_alibi(const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V, T *__restrict__ O, // aside
+              const float *__restrict__ slope, long N, long row_tiles, int causal, float scale_log2) // aside
+{                                                                                     // aside
+    kernel3_tile<D, T, true>(Q, K, V, O, slope, N, row_tiles, causal, scale_log2);    // aside
+}                                                                                     // aside
 
 // --- the launcher -------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 /*
- * Extends: bwd3_wide_kv.cu; idea: one barrier per row tile instead of two (ds^T double-buffered)
+ * Extends: bwd03_wide_kv.cu; idea: one barrier per row tile instead of two (ds^T double-buffered)
  * Code: bwd_mma.cuh with WARPS = 8, ONE_SYNC = true
  *
  * Backward kernel 4: backward kernel 3 with one barrier per row tile, not two.

@@ -1,5 +1,5 @@
 /*
- * Extends: kernel3_mma.cu; idea: K/V tile j+1 copied by cp.async while the tensor cores work on tile j
+ * Extends: kernel03_mma.cu; idea: K/V tile j+1 copied by cp.async while the tensor cores work on tile j
  *
  * Kernel 4: kernel 3 with the K/V tiles loaded by cp.async, double-buffered:
  * tile j+1 travels from global memory to shared memory while the tensor
@@ -13,7 +13,7 @@
  * zero-filled by the copy itself), and only waits for them after its math.
  * Everything else (mma.sync, ldmatrix, P in registers, exp2) is kernel 3's,
  * repeated here on purpose so the file reads alone: diff it against
- * kernel3_mma.cu to see exactly the idea.
+ * kernel03_mma.cu to see exactly the idea.
  *
  * Cost: 2x the K/V shared memory (87 KB at D = 128), so fewer blocks per SM.
  *

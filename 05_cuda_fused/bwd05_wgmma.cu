@@ -1,5 +1,5 @@
 /*
- * Extends: bwd4_one_barrier.cu; idea: the five products on wgmma from swizzled shared memory, a TMA producer warpgroup
+ * Extends: bwd04_one_barrier.cu; idea: the five products on wgmma from swizzled shared memory, a TMA producer warpgroup
  * Code: bwd_wgmma.cuh with BULK = false, MASK_BRANCH = false, OVERLAP = false, DET = false
  *
  * Backward kernel 5: the backward on Hopper's wgmma and TMA, warp-specialised

@@ -1,5 +1,5 @@
 /*
- * Extends: bwd8_overlap.cu; idea: deterministic dQ: the K/V tiles add their parts of each row tile in order, a counter per row tile
+ * Extends: bwd08_overlap.cu; idea: deterministic dQ: the K/V tiles add their parts of each row tile in order, a counter per row tile
  * Code: bwd_wgmma.cuh with BULK = false, MASK_BRANCH = true, OVERLAP = true, DET = true
  *
  * Backward kernel 9: backward kernel 8 with dQ the same bit for bit run

@@ -1,5 +1,5 @@
 /*
- * Extends: kernel1_transcription.cu; idea: each K/V tile read once into shared memory and shared by the whole block
+ * Extends: kernel01_transcription.cu; idea: each K/V tile read once into shared memory and shared by the whole block
  *
  * Kernel 2: shared-memory tiles. One thread block per (batch, head, Q tile
  * of BR = 64 rows); K and V walked in tiles of BC = 64 rows, each loaded
@@ -27,7 +27,7 @@
  * 66 KB at D = 64 and 116 KB at D = 128, above the default 48 KB: asked for
  * with cudaFuncSetAttribute and checked against the device limit.
  *
- * For the backward (bwd1_transcription.cu) it can also write L = m + log l,
+ * For the backward (bwd01_transcription.cu) it can also write L = m + log l,
  * one float per row (launch_l, L != NULL): the row's m and l are already in
  * registers at the end, so that is one store per row and one logf, behind a
  * branch on L that is the same for the whole grid. Measured (./step05
@@ -44,7 +44,7 @@
  * too and moved ptxas's register allocation (sm_90a, nvcc -Xptxas -v, spill
  * stores before them -> after: D = 16 32 -> 8 bytes, 32 40 -> 24, 48 12 -> 20,
  * 64 12 -> 0, 80 4 -> 36, 96-128 none); timed at D = 64 only. Kernel 3's
- * compile-time flag (kernel3_mma.cu) leaves the plain kernel as it was.
+ * compile-time flag (kernel03_mma.cu) leaves the plain kernel as it was.
  *
  * Measured on the H100 80GB HBM3 (./step05, B=2 H=8 N=4096 D=64, fp32,
  * median of 10, commit 5c77e18): 2.670 ms, 25.74 TFLOP/s, 1.11x the naive
@@ -81,8 +81,8 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
                    const float *__restrict__ K,  // [B, H, N, D]
                    const float *__restrict__ V,  // [B, H, N, D]
                    float *__restrict__ O,        // [B, H, N, D]
-                   float *__restrict__ L,        // [B, H, N] or NULL: L = m + log l per row, for the backward
-                   const float *__restrict__ slope, // [B*H] or NULL: ALiBi, -slope |i - j| on the scores
+                   float *__restrict__ L,        // aside: [B, H, N] or NULL: L = m + log l per row, for the backward
+                   const float *__restrict__ slope, // aside: [B*H] or NULL: ALiBi, -slope |i - j| on the scores
                    long N, long row_tiles, int causal)
 {
     using SM = K2Smem<D, PK>;
@@ -155,8 +155,8 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 const long col = j0 + tx + 16 * c;
-                if (slope) s[r][c] -= slope[bh] * (float)(row > col ? row - col : col - row); // a score modifier:
-                if (col >= N || (causal && col > row)) s[r][c] = -INFINITY;   // beside the mask, absolute indices
+                if (slope) s[r][c] -= slope[bh] * (float)(row > col ? row - col : col - row); // aside: ALiBi's score
+                if (col >= N || (causal && col > row)) s[r][c] = -INFINITY;   // modifier goes beside the mask
                 m_tile = fmaxf(m_tile, s[r][c]);
             }
 #pragma unroll
@@ -204,8 +204,8 @@ kernel2_smem_tiles(const float *__restrict__ Q,  // [B, H, N, D]
             const float inv_l = 1.0f / lr;
 #pragma unroll
             for (int c = 0; c < OC; c++) O[(bh * N + row) * D + tx + 16 * c] = o[r][c] * inv_l; // O_i = o / l
-            if (L != nullptr && tx == 0)                                      // every thread of the half warp has m, l
-                L[bh * N + row] = lr > 0.0f ? m[r] + logf(lr) : -INFINITY;   // L = m + log l
+            if (L != nullptr && tx == 0)                                      // aside: the backward's L = m + log l
+                L[bh * N + row] = lr > 0.0f ? m[r] + logf(lr) : -INFINITY;   // aside: (each thread of the half warp has m, l)
         }
     }
 }

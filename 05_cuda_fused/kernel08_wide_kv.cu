@@ -1,5 +1,5 @@
 /*
- * Extends: kernel7_two_rowblocks.cu; idea: K/V tiles of 128 keys at D = 64: fixed costs per tile spread over more keys
+ * Extends: kernel07_two_rowblocks.cu; idea: K/V tiles of 128 keys at D = 64: fixed costs per tile spread over more keys
  *
  * Kernel 8: kernel 7 with a K/V tile of 128 keys instead of 64 at D = 64.
  *

@@ -1,5 +1,5 @@
 /*
- * Extends: bwd5_wgmma.cu; idea: dQ's additions handed to the copy engine (bulk reduce-add from shared memory)
+ * Extends: bwd05_wgmma.cu; idea: dQ's additions handed to the copy engine (bulk reduce-add from shared memory)
  * Code: bwd_wgmma.cuh with BULK = true, MASK_BRANCH = false, OVERLAP = false, DET = false
  *
  * Backward kernel 6: backward kernel 5 with dQ added by the copy engine.
