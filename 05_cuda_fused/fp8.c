@@ -1134,19 +1134,19 @@ static int fp8_files_gpu(const Opts *o, const float *q, const float *k, const fl
     err_of(cpu, ref, n, &cmax, &crms);
     const double tol = tol_fp8(nmax);
     printf("on the GPU, %s scaling, every element against float64 (tolerance: twice naive FP8's %.2e, %.2e):\n"
-           "  the CPU loop         RMS %.2e  max abs %.2e\n", fp8_mode_name((Fp8Mode)scaling), nmax, tol, crms, cmax);
+           "  the CPU loop               RMS %.2e  max abs %.2e\n", fp8_mode_name((Fp8Mode)scaling), nmax, tol, crms, cmax);
     Fp8Dev d;
     dev_upload(&t, o->causal, &d);
     int ok = 1;
     for (int x = 0; x < N_FP8_KERNELS; x++) {
         const Fp8Kernel *kn = fp8_kernels[x];
-        if (dev_run(kn, &d, out) != 0) { printf("  kernel %d %-11s SKIP: %s\n", kn->id, kn->name, gpu_last_refusal()); continue; }
+        if (dev_run(kn, &d, out) != 0) { printf("  kernel %d %-17s SKIP: %s\n", kn->id, kn->name, gpu_last_refusal()); continue; }
         const Err e = compare(out, ref, n, tol, 0);
         double kmax, krms;
         err_of(out, ref, n, &kmax, &krms);
         const int good = e.n_bad == 0 && e.max_abs <= tol;
         ok &= good;
-        printf("  kernel %d %-11s RMS %.2e  max abs %.2e  %s\n", kn->id, kn->name, krms, kmax, good ? "ok" : "WRONG");
+        printf("  kernel %d %-17s RMS %.2e  max abs %.2e  %s\n", kn->id, kn->name, krms, kmax, good ? "ok" : "WRONG");
         if (keep) memcpy(keep, out, n * 4);
         (*ran)++;
     }

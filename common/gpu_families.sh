@@ -2,7 +2,8 @@
 # The readers' GPUs, checked on one big GPU (the H200 this project is lent):
 #   sh common/gpu_families.sh OUTDIR [what...]
 # what: build (three builds: this GPU's own code, and PTX for compute_75 and compute_80, the Turing and the
-#       Ampere code paths, which the driver compiles for the GPU it runs on), then any of
+#       Ampere code paths, which the driver compiles for the GPU it runs on; build-native, build-sm75,
+#       build-sm80: one of them), then any of
 #       t4 rtx3060 rtx4090 rtx5090 a100 (that GPU emulated with --gpu-as on the build whose code path it runs:
 #       compute_75 for Turing, compute_80 for the others; step 05, 06, 07's --check and step 05's first screens),
 #       native (the same checks on this GPU's own build, no emulation), sanitize-t4 (make sanitize on the compute_75
@@ -34,14 +35,19 @@ emulate() { # gpu, build
     run "$1_step05_check" "$b/step05" --gpu-as "$1" --check
     run "$1_step06_check" "$b/step06" --gpu-as "$1" --check
     run "$1_step07_check" "$b/step07" --gpu-as "$1" --check
-    run "$1_step05_fp32" "$b/step05" --gpu-as "$1"
+    run "$1_step05_first" "$b/step05" --gpu-as "$1"
+    run "$1_step05_fp32_d128" "$b/step05" --gpu-as "$1" --dtype fp32 --dim 128
     run "$1_step05_fp16" "$b/step05" --gpu-as "$1" --dtype fp16
     run "$1_step05_fp16_d128" "$b/step05" --gpu-as "$1" --dtype fp16 --dim 128
     run "$1_step05_backward" "$b/step05" --gpu-as "$1" --backward --dtype fp16
 }
+native_arch() { nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d '. ' | sed 's/^/sm_/'; }
 for w in "$@"; do
     case $w in
-    build) build sm75 compute_75; build sm80 compute_80; build native "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d '. ' | sed 's/^/sm_/')" ;;
+    build) build sm75 compute_75; build sm80 compute_80; build native "$(native_arch)" ;;
+    build-sm75) build sm75 compute_75 ;;
+    build-sm80) build sm80 compute_80 ;;
+    build-native) build native "$(native_arch)" ;;
     t4) emulate t4 sm75 ;;
     rtx2080) emulate rtx2080 sm75 ;;
     rtx3060|rtx4090|rtx5090|l4|a100|b200) emulate "$w" sm80 ;;

@@ -1,7 +1,9 @@
 #!/bin/sh
 # The GPU runs behind the READMEs, in one go on a GPU machine:
 #   sh common/gpu_runs.sh OUTDIR [what...]
-# what: checks sanitize step01 step02 step05 bench backward decode step06 train generate step07 plots (default: all but plots).
+# what: checks sanitize step01 step02 step05 bench backward decode files step06 train generate step07 plots (default: all
+# but plots). files: the decode and FP8 kernels on tensors written by Python (plots/decode_check.py against PyTorch,
+# with the wrong causal offset planted once, which must fail).
 # Each run's output goes to OUTDIR/<name>.log; a one-line summary per run to stdout.
 out=${1:?usage: sh common/gpu_runs.sh OUTDIR [what...]}; shift
 mkdir -p "$out"
@@ -21,7 +23,8 @@ for w in "$@"; do
     step02) run step02_gpu_fp16 ./step02 --device gpu --csv "$out/step02_gpu_fp16.csv"
             run step02_gpu_fp16_8G ./step02 --device gpu --mem-limit 8G --csv "$out/step02_gpu_fp16_8G.csv"
             run step02_gpu_fp32_8G ./step02 --device gpu --dtype fp32 --mem-limit 8G --csv "$out/step02_gpu_fp32_8G.csv" ;;
-    step05) run step05_fp32 ./step05 --csv "$out/step05_fp32.csv"; run step05_fp16 ./step05 --dtype fp16 --csv "$out/step05_fp16.csv"
+    step05) run step05_first ./step05
+            run step05_fp32 ./step05 --csv "$out/step05_fp32.csv"; run step05_fp16 ./step05 --dtype fp16 --csv "$out/step05_fp16.csv"
             run step05_bf16 ./step05 --dtype bf16 ;;
     bench) run bench_fp16 ./step05 --bench --dtype fp16 --csv "$out/bench_fp16.csv"; run bench_fp32 ./step05 --bench --repeat 3 --csv "$out/bench_fp32.csv" ;;
     backward) run step05_backward_fp16 ./step05 --backward --dtype fp16 --csv "$out/backward_fp16.csv"
@@ -45,6 +48,21 @@ for w in "$@"; do
     train) run train_gpu ./step06 --train --device gpu --csv "$out/train_gpu.csv"
             run train_gpu_big ./step06 --train --device gpu --big --csv "$out/train_gpu_big.csv"
             run train_gpu_big_16G ./step06 --train --device gpu --big --steps 3 --mem-limit 16G --csv "$out/train_gpu_big_16G.csv" ;;
+    files) run decode_check python3 plots/decode_check.py
+           run decode_check_wrong_offset python3 plots/decode_check.py --wrong-offset   # must FAIL: exit 1
+           run decode_check_mqa_bf16 python3 plots/decode_check.py --dtype bf16 --kv-heads 1 --new 16 --dim 64 --page 64
+           run decode_check_n1 python3 plots/decode_check.py --batch 4 --heads 32 --kv-heads 8 --new 1 --seq 4096
+           python3 -c 'import numpy as np; g = np.random.default_rng(5)
+for n, s in (("dq", (2, 8, 4, 128)), ("dk", (2, 2, 300, 128)), ("dv", (2, 2, 300, 128)),
+             ("fq", (1, 4, 1000, 128)), ("fk", (1, 4, 1000, 128)), ("fv", (1, 4, 1000, 128))):
+    x = g.standard_normal(s).astype(np.float32)
+    if n == "fk": x[..., 5] *= 20                                    # an outlier channel, as LLM keys have
+    np.save("'"$out"'/" + n + ".npy", x)'
+           run decode_files ./step05 --decode --q "$out/dq.npy" --k "$out/dk.npy" --v "$out/dv.npy" --out "$out/do.npy"
+           run decode_files_page16 ./step05 --decode --q "$out/dq.npy" --k "$out/dk.npy" --v "$out/dv.npy" --lens 300,37 --page 16
+           run fp8_files ./step05 --dtype fp8 --q "$out/fq.npy" --k "$out/fk.npy" --v "$out/fv.npy" --out "$out/fo.npy"
+           run fp8_files_causal_hadamard ./step05 --dtype fp8 --q "$out/fq.npy" --k "$out/fk.npy" --v "$out/fv.npy" --causal --scaling hadamard
+           rm -f "$out"/*.npy ;;
     plots) run plots make plots; cp results/*.png results/*.csv "$out/" 2>/dev/null ;;
     step07) run step07 ./step07 --csv "$out/step07.csv" ;;
     esac
