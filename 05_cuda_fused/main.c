@@ -315,7 +315,7 @@ static int run_table(const Opts *o, FILE *csv, int brief, Table *tb)
     /* 2. Time: naive, then each kernel, in this one run. */
     if (!brief)
         printf("\ntimes (CUDA events, 2 warm-ups, median of %ld; TFLOP/s = %s*B*H*N*N*D / time):\n", o->repeat, o->causal ? "2" : "4");
-    size_t peak = 0, best_peak = 0;
+    size_t peak = 0;
     double t_naive = nrc == 0 ? time_one(NULL, &p, (int)o->repeat, &peak) : -1;
     if (t_naive < 0)
         printf("  %-9s %-16s %10s\n", "naive", "cuBLAS+softmax", "OOM");
@@ -339,7 +339,7 @@ static int run_table(const Opts *o, FILE *csv, int brief, Table *tb)
         if (!brief) print_time_row(kernel_label(0, kn->id, label, sizeof label), kn->name, ms, flops(&p) / ms / 1e9, peak, t_naive, desc);
         if (csv)
             csv_row(csv, "default", &p, kn->id, kn->name, ms, flops(&p) / ms / 1e9, peak, (double[2]){ek[i].max_abs, ek[i].rel_l2});
-        if (best < 0 || ms < best) { best = ms; best_k = kn; tb->best_err = ek[i]; best_peak = peak; }
+        if (best < 0 || ms < best) { best = ms; best_k = kn; tb->best_err = ek[i]; }
     }
     if (brief && best_k) {
         printf("  %-9s %-16s %9.3f ms  %s  ok", kernel_label(0, best_k->id, label, sizeof label), best_k->name, best,
@@ -347,7 +347,6 @@ static int run_table(const Opts *o, FILE *csv, int brief, Table *tb)
         if (t_naive > 0) printf("  %.2fx naive", t_naive / best);
         printf("\n");
     }
-    (void)best_peak;
     tb->t_naive = t_naive; tb->best = best; tb->best_k = best_k;
     if (o->outfile) {
         long shp[4] = {o->B, o->H, o->N, o->D};
@@ -412,9 +411,11 @@ static int run_first_screen(const Opts *o)
         printf("\n2. fp16: skipped (D = %ld: the tensor-core kernels take D = 64 or 128)\n", o->D);
     }
     const double sp = 2.0 * o->B * o->H * o->N * o->N;
+    printf("\nmore: ./step05 --dtype fp32 and --dtype fp16 (every kernel), make idea K=3 (one rung's idea), "
+           "./step05 --check, 05_cuda_fused/README.md\n");
     if (t1.best_k && t1.t_naive > 0) {
         const double x = t1.t_naive / t1.best;
-        printf("\nanswer (fp32): kernel 1, the chapter's loop, takes %.3f ms vs naive's %.3f ms: %.2fx. Naive writes S and "
+        printf("answer (fp32): kernel 1, the chapter's loop, takes %.3f ms vs naive's %.3f ms: %.2fx. Naive writes S and "
                "P (%s) and reads them back, but runs its two products on cuBLAS's fp32 GEMM (tiles in shared memory, "
                "every thread busy); kernel 1 never writes them, but each thread reads every K and V row itself, a "
                "scalar loop: %s.\n", t1.best, t1.t_naive, x, fmt_bytes(sp * 4, b, sizeof b),
@@ -426,8 +427,6 @@ static int run_first_screen(const Opts *o)
                "%.2fx. Both products on the tensor cores, and S and P (%s in fp16) never leave the chip: the fusion "
                "and the tensor cores together.\n", t2.best_k->id, t2.best_k->name, t2.best, t2.t_naive,
                t2.t_naive / t2.best, fmt_bytes(sp * 2, b, sizeof b));
-    printf("next: ./step05 --dtype fp32 and --dtype fp16 (every kernel), make idea K=3 (one rung's idea), "
-           "./step05 --check, 05_cuda_fused/README.md\n");
     return ok ? EXIT_OK : EXIT_FAIL;
 }
 
