@@ -5,7 +5,7 @@
  *
  * What it adds over step 04: the tiled forward runs on the GPU as ONE kernel
  * (scores, softmax and P V fused; S and P never exist in device memory).
- * The kernels are numbered, one file each (kernelN_*.cu), each adding one
+ * The kernels are numbered, one file each (kernelNN_*.cu), each adding one
  * idea over the previous one, and register themselves in kernels.h's
  * registry: kernel 1 transcribes step 04's loop (one thread per row), kernel
  * 2 shares K/V tiles through shared memory, kernels 3+ use the tensor cores.
