@@ -48,9 +48,10 @@ constexpr int DEC_ROWS = 64;      // query rows per block: 4 warps x 16
 
 /* NST: the cp.async stages, NST - 1 tiles in flight while one is used. 3 stages take 104 KB at D = 128 (two
  * blocks an SM), 4 take 139 KB (one). */
-template <bool SPLIT_, bool GROUPED_, bool PAGED_, int NST_> struct DecodeFlags {
+template <bool SPLIT_, bool GROUPED_, bool PAGED_, int NST_, bool OCC_ = false> struct DecodeFlags {
     static constexpr bool SPLIT = SPLIT_, GROUPED = GROUPED_, PAGED = PAGED_;
     static constexpr int NST = NST_;
+    static constexpr bool OCC = OCC_;  // decode kernel 6: two stages where the grid fills the GPU without a split
 };
 
 template <int D, int NST> struct DecSmem {
@@ -393,6 +394,16 @@ static void dec_device(int *sms, int *smem_sm)
     *smem_sm = m;
 }
 
+/* Blocks of NST stages an SM holds at a time: its shared memory over one block's (1 KB of it reserved per block), at
+ * most 4 (the registers of 4 x 128 threads at about 128 each). */
+template <int D, int NST> static long dec_per_sm()
+{
+    int sms, smem_sm;
+    dec_device(&sms, &smem_sm);
+    const long per_sm = (long)smem_sm / (long)(DecSmem<D, NST>::bytes + 1024);
+    return per_sm < 1 ? 1 : per_sm > 4 ? 4 : per_sm;
+}
+
 template <int D, typename T, class F>
 static DecGrid dec_grid(const DecodeArgs *a)
 {
@@ -405,12 +416,9 @@ static DecGrid dec_grid(const DecodeArgs *a)
     gr.S = 1;
     gr.chunk_tiles = gr.tiles;
     if (F::SPLIT) {
-        /* blocks an SM holds at a time: its shared memory over one block's (1 KB of it reserved per block), at
-         * most 4 (the registers of 4 x 128 threads at about 128 each) */
         int sms, smem_sm;
         dec_device(&sms, &smem_sm);
-        long per_sm = (long)smem_sm / (long)(DecSmem<D, F::NST>::bytes + 1024);
-        per_sm = per_sm < 1 ? 1 : per_sm > 4 ? 4 : per_sm;
+        const long per_sm = dec_per_sm<D, F::NST>();
         const long base = a->B * gr.heads * gr.rchunks, want = (long)sms * per_sm;
         long S = a->splits > 0 ? a->splits : want / base; /* whole waves: a split more would start a wave mostly empty */
         if (S > gr.tiles) S = gr.tiles;
@@ -466,20 +474,36 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
  * the RTX 30/40/50 and the L4, 64 KB on Turing) two, the fewest that still overlap a tile's load with the last
  * one's math (the kernels' idea survives; 68 KB at D = 128, 36 KB at D = 64). The launch, its workspace and its
  * describe line all go through Fit, so that the split count (sized from the stages' bytes) is the same in each. */
-template <class F> using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2>;
+template <class F> using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2, F::OCC>;
 template <int D, class F> static bool dec_stages_fit() { return DecSmem<D, F::NST>::bytes <= (size_t)gpu_smem_block(); }
+/* Two stages instead of F's: where F's do not fit, and with OCC (decode kernel 6) where the grid fills every SM
+ * without a split even at two stages' occupancy: B x heads x row chunks >= SMs x the blocks of two stages an SM
+ * holds (3 at D = 128 against kernel 5's 2). Each block then keeps one tile in flight instead of two, but an SM
+ * runs 12 warps instead of 8, and the SM's loads in flight are what a memory-bound step needs. */
+template <int D, typename T, class F> static bool dec_fewer(const DecodeArgs *a)
+{
+    if (!dec_stages_fit<D, F>()) return true;
+    if (F::OCC && dec_per_sm<D, 2>() > dec_per_sm<D, F::NST>()) {
+        int sms, smem_sm;
+        dec_device(&sms, &smem_sm);
+        const DecGrid gr = dec_grid<D, T, F>(a);
+        if (a->B * gr.heads * gr.rchunks >= (long)sms * dec_per_sm<D, 2>()) return true;
+    }
+    return false;
+}
 template <int D, typename T, class F> static int dec_launch_fit(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
 {
-    return dec_stages_fit<D, F>() ? dec_launch_dt<D, T, F>(id, a, ws, s) : dec_launch_dt<D, T, DecFewer<F>>(id, a, ws, s);
+    return dec_fewer<D, T, F>(a) ? dec_launch_dt<D, T, DecFewer<F>>(id, a, ws, s) : dec_launch_dt<D, T, F>(id, a, ws, s);
 }
 template <int D, typename T, class F> static size_t dec_ws_fit(const DecodeArgs *a)
 {
-    return dec_stages_fit<D, F>() ? dec_ws_dt<D, T, F>(a) : dec_ws_dt<D, T, DecFewer<F>>(a);
+    return dec_fewer<D, T, F>(a) ? dec_ws_dt<D, T, DecFewer<F>>(a) : dec_ws_dt<D, T, F>(a);
 }
 template <int D, typename T, class F> static DecGrid dec_grid_fit(const DecodeArgs *a, int *stages)
 {
-    *stages = dec_stages_fit<D, F>() ? F::NST : 2;
-    return dec_stages_fit<D, F>() ? dec_grid<D, T, F>(a) : dec_grid<D, T, DecFewer<F>>(a);
+    const bool fewer = dec_fewer<D, T, F>(a);
+    *stages = fewer ? 2 : F::NST;
+    return fewer ? dec_grid<D, T, DecFewer<F>>(a) : dec_grid<D, T, F>(a);
 }
 
 /* The DecodeKernel entries of kernel `id` with flags F: fp16 / bf16, D = 64 or 128. */

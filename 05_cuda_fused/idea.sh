@@ -153,7 +153,7 @@ changed() { awk '/^(\+\+\+|---) / { next } /^[+>][ \t]*[^ \t]/ { a++ } /^[-<][ \
 # argument list), each with the block it opens, numbered as in the file
 flag_lines() {
     t=$1; shift
-    part=kernel; [ -n "$all" ] && part=all
+    part=${FLAG_PART:-kernel}; [ -n "$all" ] && part=all
     code "$t" "" "$part" | awk -v flags="$*" -v T="$(basename "$t")" '
         BEGIN { nf = split(flags, f, " ") }
         function opens(s,   o, c) { o = gsub(/\{/, "{", s); c = gsub(/\}/, "}", s); return o - c }
@@ -204,15 +204,27 @@ idea_of() {
             show_diff "$pf" "$f" "$pn" "$n"
             echo
             echo "(2) $c"
-        else
-            echo "Below, the lines of its kernel that read ${changed% }, with the blocks they open (comments dropped;"
-            echo "the two .cu files that instantiate it: $(inst_counts "$pf" "$f" "$pn" "$n"); ALL=1 shows them and the template's launcher)."
-            echo
         fi
         # shellcheck disable=SC2086
         flag_lines "$dir/$c" $changed >"$tmp/flags"
-        cat "$tmp/flags"
-        echo "($(grep -c . "$tmp/flags") lines of $c depend on ${changed% })"
+        # the kernel reads the flag nowhere but in its declaration: the idea is in how the kernel is launched
+        if ! grep -qv 'static constexpr [^=]* = [A-Z_]*_;' "$tmp/flags" && [ -z "$all" ]; then
+            # shellcheck disable=SC2086
+            FLAG_PART=launcher flag_lines "$dir/$c" $changed >"$tmp/flags"
+            echo "Its kernel is the same code; the idea is in the launcher. Below, the launcher's lines that read ${changed% },"
+            echo "with the blocks they open (comments dropped; the two .cu files that instantiate it: $(inst_counts "$pf" "$f" "$pn" "$n"))."
+            echo
+            cat "$tmp/flags"
+            echo "($(grep -c . "$tmp/flags") lines of $c's launcher depend on ${changed% })"
+        else
+            if [ -z "$all" ]; then
+                echo "Below, the lines of its kernel that read ${changed% }, with the blocks they open (comments dropped;"
+                echo "the two .cu files that instantiate it: $(inst_counts "$pf" "$f" "$pn" "$n"); ALL=1 shows them and the template's launcher)."
+                echo
+            fi
+            cat "$tmp/flags"
+            echo "($(grep -c . "$tmp/flags") lines of $c depend on ${changed% })"
+        fi
     else
         a=$pf; b=$f
         [ -n "$pc" ] && a=$dir/$pc
