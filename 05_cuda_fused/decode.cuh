@@ -1,9 +1,9 @@
 /*
- * decode.cuh: decode kernels 2 to 5, written once, as overlap.cuh is for forward kernels 13 and 14 and
+ * decode.cuh: decode kernels 2 to 6, written once, as overlap.cuh is for forward kernels 13 and 14 and
  * bwd_mma.cuh for backward kernels 2 to 4. Each decodeN_*.cu instantiates the template below with its one
  * idea switched on (`make idea K=D3` shows the flags):
  *
- *   DecodeFlags<SPLIT, GROUPED, PAGED, NST>
+ *   DecodeFlags<SPLIT, GROUPED, PAGED, NST[, OCC]>
  *   kernel 2  <0, 0, 0, 3>  the forward kernel as is: one block per (sequence, query head), its 4 warps
  *                           16 query rows each, every warp over every key (kernel 9's loop); n <= 16
  *                           new rows fill one warp, the block's other three only load
@@ -15,6 +15,8 @@
  *                           that reads them (Hq / Hkv of them, each with n rows): the cache read once
  *   kernel 5  <1, 1, 1, 3>  paged: the cache in pages of P keys, in any order, shared between sequences,
  *                           found through a block table (vLLM's PagedAttention)
+ *   kernel 6  <1, 1, 1, 3, 1>  stages for occupancy: kernel 5, with two stages (three blocks an SM) where
+ *                           B x heads fill the GPU without a split; a choice of the launcher (dec_fewer)
  *
  * The arithmetic is kernel 9's (05_cuda_fused/kernel09_ffma_scale.cu): S = Q K^T and O += P V on
  * mma.sync m16n8k16, fp32 accumulators, the running max in log2 units, p = 2^(s scale_log2 - m) as one
