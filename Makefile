@@ -148,7 +148,7 @@ $(BUILD)/common/gpu.o: common/gpu.cu common/gpu.h common/gpu.cuh common/common.h
 
 # --- reading what the compiler made: make 05_cuda_fused/kernel01_transcription.ptx / .sass
 # (for the first architecture of CUDA_ARCH, sm_90 as sm_90a like the build)
-ARCH1 := $(patsubst sm_90,sm_90a,$(firstword $(CUDA_ARCH)))
+ARCH1 := $(patsubst sm_90,sm_90a,$(patsubst compute_%,sm_%,$(firstword $(CUDA_ARCH))))
 %.ptx: %.cu
 	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -arch=compute_$(subst sm_,,$(ARCH1)) -Icommon -I$(dir $<) -ptx -o $@ $<
 %.sass: %.cu

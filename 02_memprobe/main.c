@@ -254,9 +254,7 @@ int main(int argc, char **argv)
     opts_init(&o, "step02", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_DEVICE | OPT_GPU_AS,
               (1u << DT_FP32) | (1u << DT_FP16));
     o.B = 2; o.H = 8; o.D = 64; o.BR = 64; o.BC = 64;
-    int dtype_given = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--dtype")) dtype_given = 1;
         if (opts_parse_common(&o, argc, argv, &i)) continue;
         if (!strcmp(argv[i], "--mem-limit")) { limit = parse_size("--mem-limit", opt_value(argc, argv, &i)); continue; }
         if (!strcmp(argv[i], "--seq-list")) {
@@ -278,7 +276,7 @@ int main(int argc, char **argv)
     if (o.help) { usage(&o); return 0; }
     int gpu = o.device == DEV_GPU || (o.device == DEV_AUTO && gpu_available());
     if (!gpu && o.dtype != DT_FP32) usage_error("option --dtype: %s is for --device gpu; the CPU probe is fp32", dtype_name(o.dtype));
-    if (gpu && !dtype_given) o.dtype = DT_FP16; /* the chapter's probe is fp16 on the GPU */
+    if (gpu && !(o.given & OPT_GIVEN_DTYPE)) o.dtype = DT_FP16; /* the chapter's probe is fp16 on the GPU */
     if (nN == 0) {
         long last = gpu ? 65536 : 8192;
         for (long N = 1024; N <= last; N *= 2) Ns[nN++] = N;

@@ -250,16 +250,18 @@ static void check_forward_l(Problem *p, const BwdRef *r, float *o1, float *o2)
         snprintf(name, sizeof name, "L kernel%d %s N=%ld D=%ld%s", kn->id, dtype_name(p->dtype), p->N, p->D,
                  p->causal ? " causal" : "");
         dpoison(p->O, p->n, p->dtype);
+        gpu_refusal_clear();
         if (kn->launch(p->Q, p->K, p->V, p->O, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL) != 0) {
-            report_skip(name, "%s", gpu_last_refusal());
+            report_not_run(name, "");
             continue;
         }
         gpu_sync_check();
         ddownload(o1, p->O, p->n, p->dtype);
         dpoison(p->O, p->n, p->dtype);
         dpoison(p->L, nL, DT_FP32);
+        gpu_refusal_clear();
         if (kn->launch_l(p->Q, p->K, p->V, p->O, p->L, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL) != 0) {
-            report_skip(name, "launch_l: %s", gpu_last_refusal());
+            report_not_run(name, "launch_l: ");
             continue;
         }
         gpu_sync_check();
@@ -330,8 +332,9 @@ static void check_case(long only, int dt, long N, long D, int causal, uint64_t s
         Err e[3];
         poison_grads(&p);
         dpoison(ws, wsb / 4, DT_FP32);
+        gpu_refusal_clear();
         if (kb->launch(p.Q, p.K, p.V, p.O, p.dO, p.L, p.dQ, p.dK, p.dV, ws, B, H, N, D, dt, causal, NULL) != 0) {
-            report_skip(name, "%s", gpu_last_refusal());
+            report_not_run(name, "");
             dfree(ws);
             continue;
         }
@@ -349,8 +352,9 @@ static void check_case(long only, int dt, long N, long D, int causal, uint64_t s
          * for bit (a race, an unwritten element shows here); dQ too where the
          * kernel is deterministic, else within the tolerance. */
         poison_grads(&p);
+        gpu_refusal_clear();
         if (kb->launch(p.Q, p.K, p.V, p.O, p.dO, p.L, p.dQ, p.dK, p.dV, ws, B, H, N, D, dt, causal, NULL) != 0) {
-            report_skip(name, "rerun: %s", gpu_last_refusal());
+            report_not_run(name, "rerun: ");
             dfree(ws);
             continue;
         }
@@ -384,8 +388,9 @@ static void check_case(long only, int dt, long N, long D, int causal, uint64_t s
             snprintf(name, sizeof name, "bwd%d %s N=%ld D=%ld%s vs bwd%d", kb->id, dtype_name(dt), N, D, tag, kx->id);
             poison_grads(&p);
             dpoison(wx, wsx / 4, DT_FP32);
+            gpu_refusal_clear();
             if (kx->launch(p.Q, p.K, p.V, p.O, p.dO, p.L, p.dQ, p.dK, p.dV, wx, B, H, N, D, dt, causal, NULL) != 0) {
-                report_skip(name, "backward kernel %d: %s", kx->id, gpu_last_refusal());
+                report_not_run(name, "the other kernel: ");
             } else {
                 gpu_sync_check();
                 ddownload(full2[1], p.dK, p.n, dt), ddownload(full2[2], p.dV, p.n, dt);
@@ -561,8 +566,13 @@ int bwd_run_default(const Opts *o, FILE *csv, const BwdFiles *f)
         dmem_reset_peak();
         void *ws = dmalloc(wsb ? wsb : 1, "backward workspace");
         poison_grads(&p);
+        gpu_refusal_clear();
         if (kb->launch(p.Q, p.K, p.V, p.O, p.dO, p.L, p.dQ, p.dK, p.dV, ws, p.B, p.H, p.N, p.D, p.dtype, p.causal, NULL) != 0) {
-            printf("  %-9s %-16s SKIP: %s\n", kernel_label(1, kb->id, label, sizeof label), kb->name, gpu_last_refusal());
+            if (!gpu_refused()) { /* not a refusal: a failure, never a SKIP */
+                fprintf(stderr, "%s: backward kernel %d failed to launch (this GPU refused nothing)\n", g_prog, kb->id);
+                return EXIT_FAIL;
+            }
+            printf("  %-9s %-16s SKIP: %s\n", kernel_label(1, kb->id, label, sizeof label), kb->name, gpu_refused());
             dfree(ws);  /* refused: not a failure, never timed (t_k stays -1) */
             continue;
         }

@@ -110,11 +110,8 @@ void decode_files_validate(Opts *o, DecodeOpts *d)
     if (d->given_n && d->n != q[2]) usage_error("option --new: %ld, but Q holds %ld new rows per sequence", d->n, q[2]);
     if (d->given_hkv && d->Hkv != k[1]) usage_error("option --kv-heads: %ld, but the cache holds %ld", d->Hkv, k[1]);
     if (d->spread) usage_error("option --spread: with your tensors the lengths are --lens, or the cache's L for every sequence");
-    const long got[4] = {q[0], q[1], k[2], q[3]}, want[4] = {o->B, o->H, o->N, o->D};
-    static const char *const nm[4] = {"--batch", "--heads", "--seq", "--dim"};
-    for (int x = 0; x < 4; x++)
-        if ((o->given & (1u << x)) && got[x] != want[x])
-            usage_error("option %s: %ld, but the files give %ld", nm[x], want[x], got[x]);
+    const long got[4] = {q[0], q[1], k[2], q[3]};  /* --seq is the cache's L */
+    opts_given_agree(o, got, "the files");
     if (d->lens) {
         long cnt;
         int *len = parse_lens(d->lens, q[2], &cnt);
@@ -370,6 +367,7 @@ static int kernel_takes(const DecodeKernel *k, int dtype, long D)
 static int dec_run(const DecodeKernel *k, DProb *p, void *ws, float *out)
 {
     dpoison(p->dout, p->nq, p->dtype);
+    gpu_refusal_clear();
     if (k->launch(&p->a, ws, NULL) != 0) return -1;
     gpu_sync_check();
     ddownload(out, p->dout, p->nq, p->dtype);
@@ -418,7 +416,7 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
         void *ws = ws_alloc(k, &p);
         snprintf(name, sizeof name, "decode%d %s D=%ld Hq=%ld Hkv=%ld n=%ld %s%s", k->id, dtype_name(dt), D, Hq, Hkv, n,
                  lens, k->paged ? (pages[lcase] == 16 ? " page=16" : pages[lcase] == 64 ? " page=64" : " page=256") : "");
-        if (dec_run(k, &p, ws, out) != 0) { report_skip(name, "%s", gpu_last_refusal()); dfree(ws); continue; }
+        if (dec_run(k, &p, ws, out) != 0) { report_not_run(name, ""); dfree(ws); continue; }
         Err e = compare(out, ref, p.nq, tol, dt == DT_FP32 ? 1e-5 : 0);
         report(e.n_bad == 0 && e.max_abs <= tol, &e, name, "%s; naive %s %.2e, tol %.2e", fmt_err(&e, eb, sizeof eb),
                dtype_name(dt), naive_err, tol);
@@ -562,8 +560,10 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
         const DecodeKernel *k = ks[x];
         if (!opts_kernel(o, k->id) || !kernel_takes(k, o->dtype, o->D)) continue;
         void *ws = ws_alloc(k, &p);
-        if (dec_run(k, &p, ws, out) != 0) { /* refused by this GPU: not a failure, never timed */
-            printf("  decode kernel %d %-15s SKIP: %s\n", k->id, k->name, gpu_last_refusal());
+        if (dec_run(k, &p, ws, out) != 0) { /* refused by this GPU: not a failure, never timed; failed: a failure */
+            if (gpu_refused()) printf("  decode kernel %d %-15s SKIP: %s\n", k->id, k->name, gpu_refused());
+            else printf("  decode kernel %d %-15s FAILED: the launch failed, and this GPU refused nothing\n", k->id, k->name);
+            ok &= gpu_refused() != NULL;
             dfree(ws);
             continue;
         }
@@ -574,6 +574,10 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
         ok &= good;
         run[nr++] = k;
         if (last) memcpy(last, out, p.nq * 4);
+    }
+    if (last && !nr) { /* every kernel refused: nothing to write, and --out was asked for */
+        fprintf(stderr, "%s: --out %s not written: no decode kernel ran on this GPU at this shape\n", g_prog, o->outfile);
+        ok = 0;
     }
     if (last && nr) { /* O of the last kernel that ran, in the dtype's file type (bf16 as float32, as NumPy has no bf16) */
         const long shp[4] = {B, o->H, d->n, o->D};
@@ -637,10 +641,15 @@ static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *la
         if (k->id == 1 && cache_bytes(&p) > 64e6) continue;
         void *ws = ws_alloc(k, &p); /* one launch first: a launch this GPU refuses is never timed ("-" in the table) */
         const int was_quiet = gpu_refusals_quiet(1);
+        gpu_refusal_clear();
         const int refused = k->launch(&p.a, ws, NULL) != 0;
         gpu_refusals_quiet(was_quiet);
         gpu_sync_check();
         dfree(ws);
+        if (refused && !gpu_refused()) { /* not a refusal: a failure, never a SKIP */
+            fprintf(stderr, "%s: decode kernel %d failed to launch (this GPU refused nothing)\n", g_prog, k->id);
+            exit(EXIT_FAIL);
+        }
         if (refused) {
             static int said[100];
             if (k->id < 100 && !said[k->id]++) printf("  (decode kernel %d SKIP: %s; not timed)\n", k->id, gpu_last_refusal());

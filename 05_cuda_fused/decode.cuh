@@ -474,7 +474,8 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
 
 /* The stages a GPU's shared memory holds: F's own (3 at D = 128: 104 KB), or where a block may have less (99 KB on
  * the RTX 30/40/50 and the L4, 64 KB on Turing) two, the fewest that still overlap a tile's load with the last
- * one's math (the kernels' idea survives; 68 KB at D = 128, 36 KB at D = 64). The launch, its workspace and its
+ * one's math (the kernels' idea survives; 68 KB at D = 128, 36 KB at D = 64: so on Turing's 64 KB D = 64 runs and
+ * D = 128 is still refused, a SKIP). The launch, its workspace and its
  * describe line all go through Fit, so that the split count (sized from the stages' bytes) is the same in each. */
 template <class F> using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2, F::OCC>;
 template <int D, class F> static bool dec_stages_fit() { return DecSmem<D, F::NST>::bytes <= (size_t)gpu_smem_block(); }

@@ -240,6 +240,7 @@ int run_compare(const FusedKernel *kn, Problem *p, const RefRows *r, double atol
                 const float *slope_d)
 {
     dpoison(p->O, p->n, p->dtype);
+    gpu_refusal_clear(); /* a failure below is a refusal only if this launch was refused (report_not_run) */
     int rc = slope_d ? kn->launch_alibi(p->Q, p->K, p->V, p->O, slope_d, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL)
            : kn ? kn->launch(p->Q, p->K, p->V, p->O, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL)
                 : naive_attention_gpu(p->Q, p->K, p->V, p->O, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL);

@@ -91,13 +91,18 @@ static int tc_launch_cfg(int id, const void *q, const void *k, const void *v, vo
     return 0;
 }
 
-/* The K/V tile a launch of L at (D, T) takes on this GPU: its own, or halved until the tiles fit (above). */
+/* The one rule of the narrowing, for the launch and its describe line alike: a configuration C whose K/V tile can
+ * still be halved (to 64 keys at D = 64, which fit 64 KB already, kernels 8 and 9 taking 128; to 16 at D = 128) is
+ * halved while its shared memory is over this GPU's per-block limit. */
+template <int D, class C> constexpr bool tc_can_halve = C::bc > (D == 64 ? 64 : 16);
+template <class C> static bool tc_over_limit() { return C::bytes > (size_t)gpu_smem_block(); }
+
+/* The K/V tile a launch of L at (D, T) takes on this GPU: its own, or halved until the tiles fit. */
 template <int D, typename T, template <int, typename, int> class L, int BC = 0> static void tc_fit(int *bc, size_t *bytes)
 {
     using C = L<D, T, BC>;
-    if constexpr (C::bc > (D == 64 ? 64 : 16)) {
-        if (C::bytes > (size_t)gpu_smem_block()) return tc_fit<D, T, L, C::bc / 2>(bc, bytes);
-    }
+    if constexpr (tc_can_halve<D, C>)
+        if (tc_over_limit<C>()) return tc_fit<D, T, L, C::bc / 2>(bc, bytes);
     *bc = C::bc, *bytes = C::bytes;
 }
 
@@ -106,10 +111,8 @@ static int tc_launch_dt(int id, const void *q, const void *k, const void *v, voi
                         long B, long H, long N, int causal, cudaStream_t s)
 {
     using C = L<D, T, BC>;
-    if constexpr (C::bc > (D == 64 ? 64 : 16)) { /* D = 64: 64 keys fit 64 KB already (kernels 8, 9 take 128) */
-        if (C::bytes > (size_t)gpu_smem_block())
-            return tc_launch_dt<D, T, L, C::bc / 2>(id, q, k, v, o, Lp, slope, B, H, N, causal, s);
-    }
+    if constexpr (tc_can_halve<D, C>)
+        if (tc_over_limit<C>()) return tc_launch_dt<D, T, L, C::bc / 2>(id, q, k, v, o, Lp, slope, B, H, N, causal, s);
     return tc_launch_cfg<D, T, C>(id, q, k, v, o, Lp, slope, B, H, N, causal, s);
 }
 

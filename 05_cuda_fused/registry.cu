@@ -78,6 +78,7 @@ static int fit_probe(int backward, const void *kernel, int dtype, long D)
     for (int i = 0; i < 8; i++) t[i] = fit_alloc(b);
     float *L = (float *)fit_alloc(FIT_N * sizeof(float));
     const int was_quiet = gpu_refusals_quiet(1);
+    gpu_refusal_clear();
     int rc;
     if (!backward) {
         const FusedKernel *k = (const FusedKernel *)kernel;
@@ -95,16 +96,33 @@ static int fit_probe(int backward, const void *kernel, int dtype, long D)
     CUDA_CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < 8; i++) CUDA_CHECK(cudaFree(t[i]));
     CUDA_CHECK(cudaFree(L));
-    return rc == 0;
+    /* Only a refusal means "does not fit": a launch that failed otherwise is said to fit, so that the caller's
+     * own launch fails and is reported as the failure it is, never as a SKIP. */
+    return rc == 0 || !gpu_refused();
 }
 
 static int fits(int backward, int id, const void *kernel, int dtype, long D)
 {
     static signed char known[2][100][DT_COUNT][9]; /* D = 16 .. 128 in steps of 16: 0 not asked, 1 fits, 2 not */
+    static struct { int backward, id, dtype; long D; char why[320]; } no[64];   /* the refusals' words, kept */
+    static int n_no;
     if (id < 0 || id >= 100 || dtype < 0 || dtype >= DT_COUNT || D < 16 || D > 128 || D % 16)
         return fit_probe(backward, kernel, dtype, D);
     signed char *k = &known[backward][id][dtype][D / 16];
-    if (!*k) *k = fit_probe(backward, kernel, dtype, D) ? 1 : 2;
+    if (!*k) {
+        *k = fit_probe(backward, kernel, dtype, D) ? 1 : 2;
+        if (*k == 2 && n_no < 64) {
+            no[n_no].backward = backward, no[n_no].id = id, no[n_no].dtype = dtype, no[n_no].D = D;
+            snprintf(no[n_no++].why, sizeof no[0].why, "%s", gpu_refused());
+        }
+    } else if (*k == 2) { /* an answer from before: its refusal's words again, so that the caller's SKIP line is this kernel's */
+        for (int i = 0; i < n_no; i++)
+            if (no[i].backward == backward && no[i].id == id && no[i].dtype == dtype && no[i].D == D) {
+                const int was_quiet = gpu_refusals_quiet(1);
+                gpu_refuse("%s", no[i].why);
+                gpu_refusals_quiet(was_quiet);
+            }
+    }
     return *k == 1;
 }
 

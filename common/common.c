@@ -267,21 +267,24 @@ void opts_gpu_grid(const Opts *o, long rows_per_block)
                     rows_per_block, blocks);
 }
 
+void opts_given_agree(const Opts *o, const long shape[4], const char *files)
+{
+    static const char *const nm[] = {"--batch", "--heads", "--seq", "--dim"};
+    const long want[4] = {o->B, o->H, o->N, o->D};
+    for (int d = 0; d < 4; d++)
+        if ((o->given & (1u << d)) && shape[d] != want[d])
+            usage_error("option %s: %ld was given, but %s has %ld", nm[d], want[d], files, shape[d]);
+}
+
 void opts_validate(Opts *o, size_t elem_bytes)
 {
     if (o->qfile || o->kfile || o->vfile) {
         long shp[4];
-        long want[4];
         if (!(o->qfile && o->kfile && o->vfile))
             usage_error("options --q, --k, --v go together: give all three .npy files");
         if (npy_shape("--q", o->qfile, shp) != 4)
             usage_error("option --q: %s must be 4-D [B, H, N, D]", o->qfile);
-        want[0] = o->B; want[1] = o->H; want[2] = o->N; want[3] = o->D;
-        for (int d = 0; d < 4; d++) {
-            static const char *const nm[] = {"--batch", "--heads", "--seq", "--dim"};
-            if ((o->given & (1u << d)) && shp[d] != want[d])
-                usage_error("option --q: %s has %s %ld but %s %ld was given", o->qfile, nm[d], shp[d], nm[d], want[d]);
-        }
+        opts_given_agree(o, shp, o->qfile);
         if (shp[0] < 1 || shp[0] > 65535 || shp[1] < 1 || shp[1] > 65535 || shp[2] < 1 || shp[2] > MAX_DIM || shp[3] < 1 || shp[3] > 1024)
             usage_error("option --q: %s has an unsupported shape [%ld, %ld, %ld, %ld]", o->qfile, shp[0], shp[1], shp[2], shp[3]);
         o->B = shp[0]; o->H = shp[1]; o->N = shp[2]; o->D = shp[3];

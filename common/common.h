@@ -94,6 +94,10 @@ void opts_init(Opts *o, const char *prog, unsigned accept, unsigned dtype_mask);
  * A bad value exits 2 with one line. */
 int opts_parse_common(Opts *o, int argc, char **argv, int *i);
 
+/* The shape the reader's files give ([B, H, N, D], from path(s) `files`) against --batch, --heads, --seq, --dim
+ * where given: one line and exit 2 on the first that disagrees. */
+void opts_given_agree(const Opts *o, const long shape[4], const char *files);
+
 /* After the loop: range checks that involve several options (tiles vs. D,
  * size_t overflow of B*H*N*D*elem). Exits 2 on failure. */
 void opts_validate(Opts *o, size_t elem_bytes);

@@ -10,27 +10,34 @@
 
 static int g_avail = -1;
 
-/* The __CUDA_ARCH__ the driver picked for this binary on this device (the probe is built like every kernel). */
+/* The __CUDA_ARCH__ the driver picked for this binary on this device (the probe is built like every kernel), and
+ * whether that code has Hopper's own instructions (sm_90a: __CUDA_ARCH_FEAT_SM90_ALL; a plain sm_90 build has not). */
 __global__ void code_arch_probe(int *arch)
 {
 #ifdef __CUDA_ARCH__
-    *arch = __CUDA_ARCH__;
+    arch[0] = __CUDA_ARCH__;
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+    arch[1] = 1;
+#else
+    arch[1] = 0;
+#endif
 #endif
 }
 
+static int g_code_arch[2] = {-1, 0};
 extern "C" int gpu_code_arch(void)
 {
-    static int arch = -1;
-    if (arch < 0) {
+    if (g_code_arch[0] < 0) {
         int *d = NULL;
-        arch = 0;
-        CUDA_CHECK(cudaMalloc(&d, sizeof *d));
+        g_code_arch[0] = 0;
+        CUDA_CHECK(cudaMalloc(&d, sizeof g_code_arch));
+        CUDA_CHECK(cudaMemset(d, 0, sizeof g_code_arch));
         code_arch_probe<<<1, 1>>>(d);
         CUDA_CHECK_LAST();
-        CUDA_CHECK(cudaMemcpy(&arch, d, sizeof arch, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(g_code_arch, d, sizeof g_code_arch, cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaFree(d));
     }
-    return arch;
+    return g_code_arch[0];
 }
 
 static void real_cc(int *major, int *minor)
@@ -136,14 +143,23 @@ extern "C" const char *gpu_dtype_unavailable(int dtype)
 }
 
 static char g_refusal[320];
-static int g_refusal_quiet;
+static int g_refusal_quiet, g_refused;
 extern "C" void gpu_refuse(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(g_refusal, sizeof g_refusal, fmt, ap);
     va_end(ap);
+    g_refused = 1;
     if (!g_refusal_quiet) fprintf(stderr, "%s: %s\n", g_prog, g_refusal);
+}
+extern "C" void gpu_refusal_clear(void) { g_refused = 0; }
+extern "C" const char *gpu_refused(void) { return g_refused ? g_refusal : NULL; }
+extern "C" void report_not_run(const char *name, const char *what)
+{
+    if (g_refused) report_skip(name, "%s%s", what, g_refusal);
+    else report(0, NULL, name, "%sthe launch failed and this GPU refused nothing (its shared memory fits): a failure, "
+                "not a SKIP", what);
 }
 extern "C" const char *gpu_last_refusal(void) { return g_refusal[0] ? g_refusal : "launch refused"; }
 extern "C" int gpu_refusals_quiet(int on)
@@ -162,7 +178,7 @@ extern "C" const char *gpu_describe(void)
     CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
     const int arch = gpu_code_arch();
     char code[96];
-    snprintf(code, sizeof code, "code path sm_%d%s", arch / 10, arch == 900 ? "a" : "");
+    snprintf(code, sizeof code, "code path sm_%d%s", arch / 10, g_code_arch[1] ? "a" : "");
     if (!g_gpu_as) {
         snprintf(buf, sizeof buf, "%s, sm_%d%d, %d SMs, %.1f GB, %d KB shared memory per block (opt-in); %s", p.name,
                  p.major, p.minor, p.multiProcessorCount, (double)p.totalGlobalMem / 1e9, gpu_smem_block() / 1024, code);

@@ -46,6 +46,13 @@ void gpu_refuse(const char *fmt, ...)
     ;
 const char *gpu_last_refusal(void);
 int gpu_refusals_quiet(int on); /* returns the setting it replaces */
+/* Telling a refusal from a failure: gpu_refusal_clear() before a launch; after it returned an error, gpu_refused()
+ * is the refusal's words if this GPU refused it, NULL if the launch failed otherwise. report_not_run(name, what):
+ * the check's line for a launch that returned an error, a SKIP with the refusal's words (prefixed by what), or a
+ * FAIL when nothing was refused: a launch that should have run and did not is never a SKIP. */
+void gpu_refusal_clear(void);
+const char *gpu_refused(void);
+void report_not_run(const char *name, const char *what);
 
 /* Tracked device memory, like the host's: current and peak bytes through
  * dmalloc_try/dfree only, so the peak of naive vs fused is exact.

@@ -7,7 +7,7 @@
 # Each run's output goes to OUTDIR/<name>.log; a one-line summary per run to stdout.
 out=${1:?usage: sh common/gpu_runs.sh OUTDIR [what...]}; shift
 mkdir -p "$out"
-[ $# -gt 0 ] || set -- checks sanitize step01 step02 step05 bench backward decode step06 train generate step07
+[ $# -gt 0 ] || set -- checks sanitize step01 step02 step05 bench backward decode files step06 train generate step07
 run() { # name, command...
     n=$1; shift
     t0=$(date +%s)
@@ -50,6 +50,9 @@ for w in "$@"; do
             run train_gpu_big_16G ./step06 --train --device gpu --big --steps 3 --mem-limit 16G --csv "$out/train_gpu_big_16G.csv" ;;
     files) run decode_check python3 plots/decode_check.py
            run decode_check_wrong_offset python3 plots/decode_check.py --wrong-offset   # must FAIL: exit 1
+           [ "$(grep -c ': FAIL$' "$out/decode_check_wrong_offset.log")" -eq 1 ] \
+               && echo "== PASS: the planted wrong causal offset FAILed the round trip, as it must" \
+               || echo "== FAIL: the planted wrong causal offset did not fail the round trip" 
            run decode_check_mqa_bf16 python3 plots/decode_check.py --dtype bf16 --kv-heads 1 --new 16 --dim 64 --page 64
            run decode_check_n1 python3 plots/decode_check.py --batch 4 --heads 32 --kv-heads 8 --new 1 --seq 4096
            python3 -c 'import numpy as np; g = np.random.default_rng(5)

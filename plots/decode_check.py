@@ -77,7 +77,8 @@ for line in run.stdout.splitlines():
     if line.startswith(("inputs:", "reference:", "  decode kernel", "wrote")):
         print("  " + line.replace(tmp, "$TMP"))
 if run.returncode != 0:
-    sys.exit(f"step05 exited {run.returncode}: {run.stderr.strip()}")
+    print(f"step05 exited {run.returncode}: {run.stderr.strip()}", file=sys.stderr)
+    sys.exit(2)                                   # 2: the round trip did not run; 1 is kept for a comparison that FAILs
 
 
 def attention(dt, dev):
@@ -107,4 +108,4 @@ print(f"B={B} Hq={Hq} Hkv={Hkv} n={n} D={D} {opts['--dtype']}, lengths {','.join
       f"{' (step 05 told ' + ','.join(map(str, told)) + ': the wrong causal offset)' if wrong else ''}:")
 print(f"  O: step 05 {e_ours:.2e}, PyTorch SDPA {opts['--dtype']} {e_pt:.2e} (max abs error against float64), "
       f"largest |O| {ref.abs().max().item():.2e}: {'PASS' if good else 'FAIL'}")
-sys.exit(0 if good else 1)
+sys.exit(0 if good else 1)                        # 1: step 05 ran and its O is not PyTorch's
