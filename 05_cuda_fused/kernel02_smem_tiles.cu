@@ -238,6 +238,23 @@ static int launch_d(const float *q, const float *k, const float *v, float *o, fl
 
 static int k2_supports(long D) { return D >= 16 && D <= 128 && D % 16 == 0; }
 
+/* The layout launch_d takes at D on this GPU: p_tile over K_j or not, and its bytes (the describe line's). */
+template <int D> static size_t k2_layout_d(bool *pk)
+{
+    *pk = k2_pk<D>();
+    return *pk ? K2Smem<D, (D >= 64)>::bytes : K2Smem<D>::bytes;
+}
+static size_t k2_layout(long D, bool *pk)
+{
+    *pk = false;
+    switch (D) {
+#define K2_CASE(d) case d: return k2_layout_d<d>(pk);
+    K2_CASE(16) K2_CASE(32) K2_CASE(48) K2_CASE(64) K2_CASE(80) K2_CASE(96) K2_CASE(112) K2_CASE(128)
+#undef K2_CASE
+    }
+    return 0;
+}
+
 static int k2_run(const void *q, const void *k, const void *v, void *o, float *Lp, const float *slope, long B, long H,
                   long N, long D, int dtype, int causal, void *stream)
 {
@@ -280,8 +297,8 @@ static void k2_describe(long D, int dtype, char *buf, size_t n)
     (void)dtype;
     const int M = gpu_smem_block();
     const long bc = (M + 4 * D - 1) / (4 * D);
-    const bool pk = D >= 64 && ((size_t)3 * K2_BR * (D + 1) + (size_t)K2_BR * (K2_BC + 1)) * sizeof(float) > (size_t)M;
-    const size_t bytes = ((size_t)3 * K2_BR * (D + 1) + (pk ? 0 : (size_t)K2_BR * (K2_BC + 1))) * sizeof(float);
+    bool pk;
+    const size_t bytes = k2_layout(D, &pk);
     snprintf(buf, n,
              "B_c = ceil(M / 4d) = ceil(%d / %ld) = %ld rows (003's formula, M = shared memory per block); "
              "rounded down to BR = BC = %d for a 4x4 register block per thread, %d threads, %zu bytes of shared memory%s",
