@@ -166,7 +166,7 @@ check-sanitize:
 
 # compute-sanitizer over every GPU kernel at odd shapes (GPU machine only).
 sanitize: all
-	@sh common/sanitize.sh
+	@TOOLS="$(TOOLS)" sh common/sanitize.sh $(PARTS)
 
 bench: step05
 	./step05 --bench
@@ -189,7 +189,7 @@ help:
 	@echo "  all                every step"
 	@echo "  check              every step's --check and the bad-input tests (GPU checks SKIP without a GPU)"
 	@echo "  check-sanitize     the same with -fsanitize=address,undefined (CPU paths)"
-	@echo "  sanitize           compute-sanitizer memcheck/racecheck/initcheck/synccheck on the GPU kernels"
+	@echo "  sanitize           compute-sanitizer memcheck/racecheck/initcheck/synccheck on the GPU kernels (PARTS=, TOOLS=: a part)"
 	@echo "  bench              ./step05 --bench (FlashAttention's benchmark shapes)"
 	@echo "  plots              run the steps with --csv into results/ and draw the PNGs (QUICK=1: small, for CI)"
 	@echo "  idea K=12|K=B5     kernel K's one idea: its code against the kernel it extends (B5: backward kernel 5; ALL=1: with the launchers)"

@@ -385,18 +385,24 @@ static void *ws_alloc(const DecodeKernel *k, const DProb *p)
 
 // --- --check -------------------------------------------------------------------------------------
 
+enum { DEC_CHECK_BATCH = 128 };
 static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, int lcase, uint64_t seed)
 {
-    static const long pages[3] = {16, 64, 256};
-    int len[3];
+    static const long pages[4] = {16, 64, 256, 64};
+    int len[DEC_CHECK_BATCH];
     long B;
     if (lcase == 0) { B = 1; len[0] = (int)n; }                      /* the cache holds the new rows only */
     else if (lcase == 1) { B = 2; len[0] = 65; len[1] = (int)(n > 17 ? n : 17); }
-    else {                                                            /* three lengths, one of them 1000 */
+    else if (lcase == 2) {                                            /* three lengths, one of them 1000 */
         Rng r;
         rng_seed(&r, seed);
         B = 3; len[0] = 1000;
         for (int b = 1; b < 3; b++) len[b] = (int)(n + (long)(rng_uniform(&r) * (1000 - n)));
+    } else {                                  /* a serving batch: B x heads blocks fill the GPU without a split */
+        Rng r;
+        rng_seed(&r, seed);
+        B = DEC_CHECK_BATCH;
+        for (long b = 0; b < B; b++) len[b] = (int)(n + (long)(rng_uniform(&r) * (300 - n)));
     }
     DProb p;
     dprob_make(&p, B, Hq, Hkv, D, n, len, dt, pages[lcase], seed, 1, NULL, 0);
@@ -409,7 +415,8 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
     char name[192], eb[128], lens[48];
     if (B == 1) snprintf(lens, sizeof lens, "L=%d", len[0]);
     else if (B == 2) snprintf(lens, sizeof lens, "L=%d,%d", len[0], len[1]);
-    else snprintf(lens, sizeof lens, "L=%d,%d,%d", len[0], len[1], len[2]);
+    else if (B == 3) snprintf(lens, sizeof lens, "L=%d,%d,%d", len[0], len[1], len[2]);
+    else snprintf(lens, sizeof lens, "B=%ld L=%d,%d,...", B, len[0], len[1]);
     for (int x = 0; x < nk; x++) {
         const DecodeKernel *k = ks[x];
         if ((only && k->id != only) || !kernel_takes(k, dt, D)) continue;
@@ -462,6 +469,10 @@ void decode_run_checks(long only)
         for (int e = 0; e < 2 && dt != DT_FP32; e++)
             for (int lc = 1; lc < 3; lc++)
                 check_problem(only, dt, 128, extra[e][0], extra[e][1], extra[e][2], lc, 9000 + (uint64_t)(dt * 2 + e) * 3 + lc);
+        /* a serving batch, B = 128 x 4 KV heads = 512 blocks before any split, at least 3 an SM on 170 SMs or fewer:
+         * at D = 128 where decode kernel 6 takes its two stages (the shapes above leave the GPU to the split) */
+        for (int di = 0; di < nd && dt != DT_FP32; di++)
+            check_problem(only, dt, Ds[di], 8, 4, 1, 3, 9100 + (uint64_t)(dt * 2 + di));
         for (int di = 0; di < nd; di++)
             for (int h = 0; h < 3; h++)
                 for (int ni = 0; ni < 3; ni++)
@@ -756,6 +767,24 @@ static int run_sanitize(const Opts *o)
             tfree(out);
             dprob_free(&p);
         }
+    /* a serving batch at D = 128 (fp16): 128 sequences x 4 KV heads, where decode kernel 6 takes two stages */
+    int lenb[DEC_CHECK_BATCH];
+    for (int b = 0; b < DEC_CHECK_BATCH; b++) lenb[b] = 1 + (37 * b) % 130;
+    DProb p;
+    dprob_make(&p, DEC_CHECK_BATCH, 8, 4, 128, 1, lenb, DT_FP16, 64, 12, 1, NULL, 0);
+    float *out = xmalloc(p.nq * 4, "O");
+    for (int x = 0; x < nk; x++)
+        if (ks[x]->id > 1 && opts_kernel(o, ks[x]->id) && kernel_takes(ks[x], DT_FP16, 128)) {
+            void *ws = ws_alloc(ks[x], &p);
+            const int rc = dec_run(ks[x], &p, ws, out);
+            dfree(ws);
+            if (rc != 0 && !gpu_refused()) return EXIT_FAIL;
+            if (rc != 0) continue;                   /* D = 128 refused by a smaller GPU's shared memory (--gpu-as t4) */
+            printf("ran decode kernel %d fp16 D=128 Hq=8 Hkv=4 n=1 B=%d L=1..130\n", ks[x]->id, DEC_CHECK_BATCH);
+            ran++;
+        }
+    tfree(out);
+    dprob_free(&p);
     if (!ran) {
         fprintf(stderr, "%s: --sanitize-shapes --decode: no decode kernel of --kernel %ld-%ld runs\n", g_prog, o->kernel,
                 o->kernel_last);

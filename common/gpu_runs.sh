@@ -4,6 +4,11 @@
 # what: checks sanitize step01 step02 step05 bench backward decode files step06 train generate step07 plots (default: all
 # but plots). files: the decode and FP8 kernels on tensors written by Python (plots/decode_check.py against PyTorch,
 # with the wrong causal offset planted once, which must fail).
+# race-forward race-backward race-rest (not in the default): the H200 race's tables and gallery, each beside
+# PyTorch's SDPA (FlashAttention-2, cuDNN) in the same call: the forward fp16 (every kernel) and fp32 (naive,
+# kernels 1-2), fp16 causal and bf16 both ways (kernels 14-19); the backward fp16 (every kernel), causal and bf16
+# (kernels 8-10); decode fp16 and bf16, FP8, step 06's --big training, step 02's memory and step 06's causal runs.
+# Each word fits one 10-minute call of the lent GPU (about 4, 5 and 6 minutes on the H200).
 # Each run's output goes to OUTDIR/<name>.log; a one-line summary per run to stdout.
 out=${1:?usage: sh common/gpu_runs.sh OUTDIR [what...]}; shift
 mkdir -p "$out"
@@ -13,6 +18,13 @@ run() { # name, command...
     t0=$(date +%s)
     "$@" >"$out/$n.log" 2>&1; rc=$?
     echo "== $n (exit $rc, $(( $(date +%s) - t0 )) s): $(tail -n 1 "$out/$n.log")"
+}
+torch_gpu() { python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; }
+sdpa() { # name, csv, options: PyTorch's SDPA at step 05's --bench shapes, where PyTorch with CUDA is
+    if torch_gpu; then n=$1; shift; run "$n" python3 plots/sdpa_reference.py "$@"; else echo "== $1: no PyTorch with CUDA"; fi
+}
+sdpa_decode() {
+    if torch_gpu; then n=$1; shift; run "$n" python3 plots/sdpa_decode.py "$@"; else echo "== $1: no PyTorch with CUDA"; fi
 }
 for w in "$@"; do
     case $w in
@@ -66,6 +78,38 @@ for n, s in (("dq", (2, 8, 4, 128)), ("dk", (2, 2, 300, 128)), ("dv", (2, 2, 300
            run fp8_files ./step05 --dtype fp8 --q "$out/fq.npy" --k "$out/fk.npy" --v "$out/fv.npy" --out "$out/fo.npy"
            run fp8_files_causal_hadamard ./step05 --dtype fp8 --q "$out/fq.npy" --k "$out/fk.npy" --v "$out/fv.npy" --causal --scaling hadamard
            rm -f "$out"/*.npy ;;
+    race-forward)
+            run bench_fp16 ./step05 --bench --dtype fp16 --csv "$out/bench_fp16.csv"
+            sdpa sdpa_fp16 "$out/sdpa_fp16.csv"
+            run bench_fp16_causal ./step05 --bench --dtype fp16 --causal --kernel 14-19 --csv "$out/bench_fp16_causal.csv"
+            sdpa sdpa_fp16_causal "$out/sdpa_fp16_causal.csv" --causal
+            run bench_bf16 ./step05 --bench --dtype bf16 --kernel 14-19 --csv "$out/bench_bf16.csv"
+            sdpa sdpa_bf16 "$out/sdpa_bf16.csv" --dtype bf16
+            run bench_bf16_causal ./step05 --bench --dtype bf16 --causal --kernel 14-19 --csv "$out/bench_bf16_causal.csv"
+            sdpa sdpa_bf16_causal "$out/sdpa_bf16_causal.csv" --dtype bf16 --causal
+            run bench_fp32 ./step05 --bench --repeat 3 --csv "$out/bench_fp32.csv" ;;
+    race-backward)
+            run bench_backward_fp16 ./step05 --bench --backward --dtype fp16 --repeat 5 --csv "$out/bench_backward_fp16.csv"
+            sdpa sdpa_backward_fp16 "$out/sdpa_backward_fp16.csv" --backward
+            run bench_backward_fp16_causal ./step05 --bench --backward --dtype fp16 --causal --kernel 8-10 --repeat 5 \
+                --csv "$out/bench_backward_fp16_causal.csv"
+            sdpa sdpa_backward_fp16_causal "$out/sdpa_backward_fp16_causal.csv" --backward --causal
+            run bench_backward_bf16 ./step05 --bench --backward --dtype bf16 --kernel 8-10 --repeat 5 \
+                --csv "$out/bench_backward_bf16.csv"
+            sdpa sdpa_backward_bf16 "$out/sdpa_backward_bf16.csv" --backward --dtype bf16
+            run bench_backward_bf16_causal ./step05 --bench --backward --dtype bf16 --causal --kernel 8-10 --repeat 5 \
+                --csv "$out/bench_backward_bf16_causal.csv"
+            sdpa sdpa_backward_bf16_causal "$out/sdpa_backward_bf16_causal.csv" --backward --dtype bf16 --causal ;;
+    race-rest)
+            run bench_decode_fp16 ./step05 --decode --bench --csv "$out/decode_fp16.csv"
+            sdpa_decode sdpa_decode_fp16 "$out/sdpa_decode_fp16.csv"
+            run bench_decode_bf16 ./step05 --decode --bench --dtype bf16 --csv "$out/decode_bf16.csv"
+            sdpa_decode sdpa_decode_bf16 "$out/sdpa_decode_bf16.csv" --dtype bf16
+            run bench_fp8 ./step05 --dtype fp8 --bench --csv "$out/fp8_bench.csv"
+            run train_gpu_big ./step06 --train --device gpu --big --csv "$out/train_gpu_big.csv"
+            run train_gpu_big_16G ./step06 --train --device gpu --big --steps 3 --mem-limit 16G --csv "$out/train_gpu_big_16G.csv"
+            run step02_gpu_fp16_8G ./step02 --device gpu --mem-limit 8G --csv "$out/step02_gpu_fp16_8G.csv"
+            run step06_fp16 ./step06 --device gpu --dtype fp16 --csv "$out/step06_fp16.csv" ;;
     plots) run plots make plots; cp results/*.png results/*.csv "$out/" 2>/dev/null ;;
     step07) run step07 ./step07 --csv "$out/step07.csv" ;;
     esac
