@@ -1,9 +1,9 @@
 /*
- * decode.cuh: decode kernels 2 to 6, written once, as overlap.cuh is for forward kernels 13 and 14 and
+ * decode.cuh: decode kernels 2 to 7, written once, as overlap.cuh is for forward kernels 13 and 14 and
  * bwd_mma.cuh for backward kernels 2 to 4. Each decodeN_*.cu instantiates the template below with its one
  * idea switched on (`make idea K=D3` shows the flags):
  *
- *   DecodeFlags<SPLIT, GROUPED, PAGED, NST[, OCC]>
+ *   DecodeFlags<SPLIT, GROUPED, PAGED, NST[, OCC[, LEAN]]>
  *   kernel 2  <0, 0, 0, 3>  the forward kernel as is: one block per (sequence, query head), its 4 warps
  *                           16 query rows each, every warp over every key (kernel 9's loop); n <= 16
  *                           new rows fill one warp, the block's other three only load
@@ -17,6 +17,8 @@
  *                           found through a block table (vLLM's PagedAttention)
  *   kernel 6  <1, 1, 1, 3, 1>  stages for occupancy: kernel 5, with two stages (three blocks an SM) where
  *                           B x heads fill the GPU without a split; a choice of the launcher (dec_fewer)
+ *   kernel 7  <1, 1, 1, 3, 1, 1>  lean copies: kernel 6, each thread's copy addresses worked out once per
+ *                           16-key quarter of a tile instead of once per 16 bytes (dec_load_tile_lean)
  *
  * The arithmetic is kernel 9's (05_cuda_fused/kernel09_ffma_scale.cu): S = Q K^T and O += P V on
  * mma.sync m16n8k16, fp32 accumulators, the running max in log2 units, p = 2^(s scale_log2 - m) as one
@@ -50,10 +52,11 @@ constexpr int DEC_ROWS = 64;      // query rows per block: 4 warps x 16
 
 /* NST: the cp.async stages, NST - 1 tiles in flight while one is used. 3 stages take 104 KB at D = 128 (two
  * blocks an SM), 4 take 139 KB (one). */
-template <bool SPLIT_, bool GROUPED_, bool PAGED_, int NST_, bool OCC_ = false> struct DecodeFlags {
+template <bool SPLIT_, bool GROUPED_, bool PAGED_, int NST_, bool OCC_ = false, bool LEAN_ = false> struct DecodeFlags {
     static constexpr bool SPLIT = SPLIT_, GROUPED = GROUPED_, PAGED = PAGED_;
     static constexpr int NST = NST_;
-    static constexpr bool OCC = OCC_;  // decode kernel 6: two stages where the grid fills the GPU without a split
+    static constexpr bool OCC = OCC_;   // decode kernel 6: two stages where the grid fills the GPU without a split
+    static constexpr bool LEAN = LEAN_; // decode kernel 7: the copies' address arithmetic once per quarter tile
 };
 
 template <int D, int NST> struct DecSmem {
@@ -128,6 +131,48 @@ __device__ __forceinline__ void dec_load_tile(T *ks, T *vs, const DecParams<T> &
         cp_async16(ks + r * LD + col, p.k + off, in ? 16 : 0);
         cp_async16(vs + r * LD + col, p.v + off, in ? 16 : 0);
     }
+}
+
+/* Decode kernel 7: the same tile, the same cp.async, the address arithmetic hoisted. dec_load_tile works out
+ * every 16-byte chunk's row, column, page and 64-bit offset from its index (about 17 instructions per cp.async
+ * in its PTX at D = 128, a division, a 4-way page select, 64-bit multiplies), and a decode step is nothing but
+ * these copies and a little math: Nsight Compute saw kernel 6 at B = 64 issue an instruction every 1.8 cycles
+ * per scheduler with DRAM 73% busy. Here a thread keeps one column for the whole tile (col, from threadIdx)
+ * and its rows are r0, r0 + RSTEP, ... (RSTEP = 8 at D = 128, 16 at D = 64), so that which quarter (16 keys:
+ * one page) a row falls in is known at compile time: per quarter one page lookup and one 64-bit address, then
+ * its rows at constant offsets from it. */
+template <int D, bool PAGED, typename T>
+__device__ __forceinline__ void dec_load_tile_lean(T *ks, T *vs, const DecParams<T> &p, long b, long hkv, long key0,
+                                                   int len, const int (&ent)[4])
+{
+    constexpr int LD = D + 8, CPR = D / 8;                 // 16-byte chunks per row: 16 at D = 128, 8 at D = 64
+    constexpr int RSTEP = DEC_WARPS * 32 / CPR;            // rows the block covers in one pass: 8 or 16
+    constexpr int PASSES = 16 / RSTEP;                     // passes per 16-key quarter: 2 or 1
+    const int r0 = threadIdx.x / CPR, col = (threadIdx.x % CPR) * 8;
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const long kq = key0 + 16 * q;                     // the quarter's first key, 16-aligned: one page holds it all
+        const long row = PAGED ? ((((long)ent[q] * p.Hkv + hkv) << p.page_shift) | (kq & ((1L << p.page_shift) - 1)))
+                               : (b * p.Hkv + hkv) * p.max_len + kq;           // the quarter's first row in K and V
+        const T *kq_g = p.k + row * D + col, *vq_g = p.v + row * D + col;
+#pragma unroll
+        for (int i = 0; i < PASSES; i++) {
+            const int r = r0 + RSTEP * i;                  // the row within the quarter
+            const bool in = kq + r < len;                  // past len: zero-filled, nothing read (the mask hides it)
+            /* PAGED: the address is inside the pool even past len (ent[q] is then page 0), so no select */
+            cp_async16(ks + (16 * q + r) * LD + col, PAGED || in ? kq_g + r * D : p.k, in ? 16 : 0);
+            cp_async16(vs + (16 * q + r) * LD + col, PAGED || in ? vq_g + r * D : p.v, in ? 16 : 0);
+        }
+    }
+}
+
+/* The tile copy a kernel's flags choose. */
+template <int D, class F, typename T>
+__device__ __forceinline__ void dec_copy_tile(T *ks, T *vs, const DecParams<T> &p, long b, long hkv, long key0, int len,
+                                              const int (&ent)[4])
+{
+    if constexpr (F::LEAN) dec_load_tile_lean<D, F::PAGED>(ks, vs, p, b, hkv, key0, len, ent);
+    else dec_load_tile<D, F::PAGED>(ks, vs, p, b, hkv, key0, len, ent);
 }
 
 /* 16 keys (k_s rows kr .. kr + 15, absolute keys ka .. ka + 15) into one warp's state for its 16 rows:
@@ -259,8 +304,8 @@ decode_kernel(const DecParams<T> p)
     for (int st = 0; st < NST - 1; st++) {
         if (t0 + st < t1) {
             if (F::PAGED) dec_tile_pages(p, b, t0 + st, len, ent);
-            dec_load_tile<D, F::PAGED>(k_buf + st * DEC_BC * LD, v_buf + st * DEC_BC * LD, p, b, hkv, (long)(t0 + st) * DEC_BC,
-                                       len, ent);
+            dec_copy_tile<D, F>(k_buf + st * DEC_BC * LD, v_buf + st * DEC_BC * LD, p, b, hkv, (long)(t0 + st) * DEC_BC,
+                                len, ent);
         }
         cp_async_commit();
     }
@@ -268,8 +313,8 @@ decode_kernel(const DecParams<T> p)
     for (int it = 0; it < t1 - t0; it++) {
         const int nxt = it + NST - 1;
         if (t0 + nxt < t1) {
-            dec_load_tile<D, F::PAGED>(k_buf + (nxt % NST) * DEC_BC * LD, v_buf + (nxt % NST) * DEC_BC * LD, p, b,
-                                       hkv, (long)(t0 + nxt) * DEC_BC, len, ent);
+            dec_copy_tile<D, F>(k_buf + (nxt % NST) * DEC_BC * LD, v_buf + (nxt % NST) * DEC_BC * LD, p, b, hkv,
+                                (long)(t0 + nxt) * DEC_BC, len, ent);
             if (F::PAGED && t0 + nxt + 1 < t1) dec_tile_pages(p, b, t0 + nxt + 1, len, ent); // used next iteration
         }
         cp_async_commit();                                       // (empty near the end: the count stays uniform)
@@ -477,7 +522,7 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
  * one's math (the kernels' idea survives; 68 KB at D = 128, 36 KB at D = 64: so on Turing's 64 KB D = 64 runs and
  * D = 128 is still refused, a SKIP). The launch, its workspace and its
  * describe line all go through Fit, so that the split count (sized from the stages' bytes) is the same in each. */
-template <class F> using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2, F::OCC>;
+template <class F> using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2, F::OCC, F::LEAN>;
 template <int D, class F> static bool dec_stages_fit() { return DecSmem<D, F::NST>::bytes <= (size_t)gpu_smem_block(); }
 /* Two stages instead of F's: where F's do not fit, and with OCC (decode kernel 6) where the grid fills every SM
  * without a split even at two stages' occupancy: B x heads x row chunks >= SMs x the blocks of two stages an SM
