@@ -159,7 +159,8 @@ __device__ __forceinline__ void dec_load_tile_lean(T *ks, T *vs, const DecParams
         for (int i = 0; i < PASSES; i++) {
             const int r = r0 + RSTEP * i;                  // the row within the quarter
             const bool in = kq + r < len;                  // past len: zero-filled, nothing read (the mask hides it)
-            /* PAGED: the address is inside the pool even past len (ent[q] is then page 0), so no select */
+            /* PAGED: the address is inside the pool even past len (the quarter's own page, or page 0 for a quarter
+             * wholly past len: dec_tile_pages), so no select */
             cp_async16(ks + (16 * q + r) * LD + col, PAGED || in ? kq_g + r * D : p.k, in ? 16 : 0);
             cp_async16(vs + (16 * q + r) * LD + col, PAGED || in ? vq_g + r * D : p.v, in ? 16 : 0);
         }

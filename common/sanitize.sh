@@ -13,6 +13,8 @@
 #   TOOLS="memcheck racecheck" sh common/sanitize.sh ...                (default: all four tools)
 # make sanitize PARTS="decode fp8" TOOLS=memcheck passes them on.
 EMU=${GPU_AS:+--gpu-as $GPU_AS}
+set -f   # the parts and tools are words, never file patterns
+TOOLS=$(echo $TOOLS)
 TOOLS=${TOOLS:-memcheck racecheck initcheck synccheck}
 parts=" ${*:-forward decode fp8 step01 train generate} "
 for x in $parts; do
@@ -24,6 +26,10 @@ for x in $TOOLS; do
     *) echo "sanitize: no tool '$x' in TOOLS (memcheck racecheck initcheck synccheck)" >&2; exit 2 ;; esac
 done
 want() { case $parts in *" $1 "*) return 0 ;; esac; return 1; }
+case " $TOOLS " in *" memcheck "*) memcheck=1 ;; *) memcheck=0 ;; esac
+if [ "$(echo $parts)" = step01 ] && [ $memcheck -eq 0 ]; then
+    echo "sanitize: step01 runs under memcheck only, and TOOLS ($TOOLS) has none: nothing to run" >&2; exit 2
+fi
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 [ -n "$cs" ] || { echo "sanitize: SKIP: compute-sanitizer not found"; exit 77; }
 ./step05 --help >/dev/null 2>&1 || { echo "sanitize: ./step05 is missing: make step05"; exit 2; }
@@ -37,7 +43,7 @@ want forward && for tool in $TOOLS; do
         echo "FAIL sanitize/$tool step05:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
     fi
 done
-# step 05's decode kernels (kernel 1 in fp32, fp16, bf16; 2-5 in fp16 and bf16): three sequences of 257, 17
+# step 05's decode kernels (kernel 1 in fp32, fp16, bf16; 2-7 in fp16 and bf16): three sequences of 257, 17
 # and 65 keys, 4 query heads over 2 KV heads, 1 and 5 new rows, pages of 64 and 16 keys
 want decode && for tool in $TOOLS; do
     if "$cs" --tool "$tool" --error-exitcode=1 ./step05 $EMU --decode --sanitize-shapes >/tmp/sanitize.$$.log 2>&1; then
@@ -54,7 +60,6 @@ want fp8 && for tool in $TOOLS; do
         echo "FAIL sanitize/$tool step05 --dtype fp8:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
     fi
 done
-case " $TOOLS " in *" memcheck "*) memcheck=1 ;; *) memcheck=0 ;; esac
 if ! want step01 || [ $memcheck -eq 0 ]; then
     :   # step 01's softmax runs under memcheck only
 elif "$cs" --tool memcheck --error-exitcode=1 ./step01 $EMU --device gpu --seq 257 --dim 64 --batch 2 --heads 3 --repeat 1 >/tmp/sanitize.$$.log 2>&1; then
