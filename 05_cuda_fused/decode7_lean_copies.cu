@@ -21,7 +21,8 @@
  * kernels interleaved): B = 64, 32 heads, L = 2048: 507.9 us against kernel 6's 519.5 (+2.3%), 4228 GB/s, 95% of
  * the read bandwidth measured in the same run; B = 8, 32/8 heads, L = 8192: 75.7 against 77.9 (+2.9%); B = 1,
  * 32/8 heads, L = 32768: 47.6 against 49.0 (+2.9%); B = 1, 32 heads, L = 131072: 526.7 against 529.3 (+0.5%).
- * cuDNN in the same call (plots/sdpa_decode.py): 468.8 us at B = 64, still 8% ahead.
+ * cuDNN in the same call (plots/sdpa_decode.py): 468.8 us at B = 64, still 8% ahead. On another H200 the same day,
+ * where kernels 5 and 6 ran 8-10% slower and kernel 7 held its time: +9% at B = 64 and at L = 131072, +6% at B = 8.
  */
 #include "decode.cuh"
 
