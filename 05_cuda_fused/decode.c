@@ -266,8 +266,18 @@ static void dprob_make(DProb *p, long B, long Hq, long Hkv, long D, long n, cons
         fill_normal(kp, p->np, &r);
         fill_normal(vp, p->np, &r);
         round_to_dtype(p->q, p->nq, dtype); round_to_dtype(kp, p->np, dtype); round_to_dtype(vp, p->np, dtype);
+        /* Every row of the pool no sequence reads (past a length, in a page no table names) and every row of the
+         * contiguous cache past its length: NaN, as a real cache's unwritten slots may hold. A kernel that lets one
+         * into its math (p = 0 times a NaN of V is NaN) fails the checks. */
+        unsigned char *used = xmalloc((size_t)p->pages * page, "rows read");
+        memset(used, 0, (size_t)p->pages * page);
+        for (long b = 0; b < B; b++)
+            for (long j = 0; j < len[b]; j++) used[(size_t)p->table[b * p->max_pages + j / page] * page + j % page] = 1;
+        for (size_t x = 0; x < p->np; x++)
+            if (!used[x / page_elems * page + x % page_elems / D % page]) kp[x] = vp[x] = NAN;
+        tfree(used);
         p->kc = xmalloc(p->nc * 4, "K"); p->vc = xmalloc(p->nc * 4, "V");
-        for (size_t x = 0; x < p->nc; x++) p->kc[x] = p->vc[x] = 0.0f;
+        for (size_t x = 0; x < p->nc; x++) p->kc[x] = p->vc[x] = NAN;
         for (long b = 0; b < B; b++)               /* the contiguous cache: each key's row from its page */
             for (long h = 0; h < Hkv; h++)
                 for (long j = 0; j < len[b]; j++) {
@@ -296,7 +306,7 @@ static void dprob_make(DProb *p, long B, long Hq, long Hkv, long D, long n, cons
     p->dlen = dupload_int(p->len, (size_t)B, "lengths");
     p->dtable = dupload_int(p->table, (size_t)B * p->max_pages, "block table");
     DecodeArgs a = {B, Hq, Hkv, D, n, p->max_len, p->dlen, dtype, p->dq, p->dout, p->dk, p->dv, p->dkp, p->dvp,
-                    p->dtable, page, p->max_pages, 0};
+                    p->dtable, page, p->max_pages, 0, p->pages};
     p->a = a;
 }
 
@@ -460,6 +470,12 @@ void decode_run_checks(long only)
     const DecodeKernel *const *ks = decode_kernels(&nk);
     for (int x = 0; x < nk; x++) any |= !only || ks[x]->id == only;
     if (!any) { report_skip("decode", "no decode kernel %ld", only); return; }
+    for (int x = 0; x < nk; x++) /* a kernel this GPU (or this build) cannot run: one SKIP line with the reason */
+        if ((!only || ks[x]->id == only) && DECODE_UNAVAILABLE(ks[x])) {
+            char name[32];
+            snprintf(name, sizeof name, "decode%d", ks[x]->id);
+            report_skip(name, "%s", DECODE_UNAVAILABLE(ks[x]));
+        }
     gpu_refusals_quiet(1); /* a refused launch is a SKIP line with the refusal's words */
     for (int dt = 0; dt < 3; dt++) {
         if (gpu_dtype_unavailable(dt)) { report_skip(dtype_name(dt), "decode: %s", gpu_dtype_unavailable(dt)); continue; }
@@ -569,6 +585,10 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
     float *out = xmalloc(p.nq * 4, "O"), *last = o->outfile ? xmalloc(p.nq * 4, "O to write") : NULL;
     for (int x = 0; x < nk; x++) {
         const DecodeKernel *k = ks[x];
+        if (opts_kernel(o, k->id) && DECODE_UNAVAILABLE(k)) {
+            printf("  decode kernel %d %-15s SKIP: %s\n", k->id, k->name, DECODE_UNAVAILABLE(k));
+            continue;
+        }
         if (!opts_kernel(o, k->id) || !kernel_takes(k, o->dtype, o->D)) continue;
         void *ws = ws_alloc(k, &p);
         if (dec_run(k, &p, ws, out) != 0) { /* refused by this GPU: not a failure, never timed; failed: a failure */
@@ -648,6 +668,11 @@ static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *la
         const DecodeKernel *k = ks[x];
         int want = !n_only;
         for (int y = 0; y < n_only; y++) want |= only_ids[y] == k->id;
+        if (want && opts_kernel(o, k->id) && DECODE_UNAVAILABLE(k)) {
+            static int said_why[100];
+            if (k->id < 100 && !said_why[k->id]++) printf("  (decode kernel %d SKIP: %s; not timed)\n", k->id, DECODE_UNAVAILABLE(k));
+            continue;
+        }
         if (!want || !opts_kernel(o, k->id) || !kernel_takes(k, o->dtype, 128)) continue;
         if (k->id == 1 && cache_bytes(&p) > 64e6) continue;
         void *ws = ws_alloc(k, &p); /* one launch first: a launch this GPU refuses is never timed ("-" in the table) */

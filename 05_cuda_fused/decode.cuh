@@ -1,9 +1,9 @@
 /*
- * decode.cuh: decode kernels 2 to 7, written once, as overlap.cuh is for forward kernels 13 and 14 and
+ * decode.cuh: decode kernels 2 to 8, written once, as overlap.cuh is for forward kernels 13 and 14 and
  * bwd_mma.cuh for backward kernels 2 to 4. Each decodeN_*.cu instantiates the template below with its one
  * idea switched on (`make idea K=D3` shows the flags):
  *
- *   DecodeFlags<SPLIT, GROUPED, PAGED, NST[, OCC[, LEAN]]>
+ *   DecodeFlags<SPLIT, GROUPED, PAGED, NST[, OCC[, LEAN[, BULK]]]>
  *   kernel 2  <0, 0, 0, 3>  the forward kernel as is: one block per (sequence, query head), its 4 warps
  *                           16 query rows each, every warp over every key (kernel 9's loop); n <= 16
  *                           new rows fill one warp, the block's other three only load
@@ -19,6 +19,9 @@
  *                           B x heads fill the GPU without a split; a choice of the launcher (dec_fewer)
  *   kernel 7  <1, 1, 1, 3, 1, 1>  lean copies: kernel 6, each thread's copy addresses worked out once per
  *                           16-key quarter of a tile instead of once per 16 bytes (dec_load_tile_lean)
+ *   kernel 8  <1, 1, 1, 3, 1, 1, 1>  bulk copies: kernel 7's tiles brought by the copy engine, one 4 KB
+ *                           box per 16-key quarter of K or V issued by warp 0, a stage's bytes counted on
+ *                           its mbarrier (dec_bulk_tile; sm_90 and later)
  *
  * The arithmetic is kernel 9's (05_cuda_fused/kernel09_ffma_scale.cu): S = Q K^T and O += P V on
  * mma.sync m16n8k16, fp32 accumulators, the running max in log2 units, p = 2^(s scale_log2 - m) as one
@@ -45,6 +48,9 @@
 #include "gpu.cuh"
 #include "kernels.h"
 #include "tc.cuh"
+#include "tma_map.cuh" // decode kernel 8: the cache as a tensor map
+#include "wgmma.cuh"   // ... and the copy engine's loads and mbarriers
+#include "wgmma.cuh" // the mbarrier helpers (decode kernel 8)
 
 constexpr int DEC_BC = 64;        // keys per K/V tile
 constexpr int DEC_WARPS = 4;
@@ -52,17 +58,25 @@ constexpr int DEC_ROWS = 64;      // query rows per block: 4 warps x 16
 
 /* NST: the cp.async stages, NST - 1 tiles in flight while one is used. 3 stages take 104 KB at D = 128 (two
  * blocks an SM), 4 take 139 KB (one). */
-template <bool SPLIT_, bool GROUPED_, bool PAGED_, int NST_, bool OCC_ = false, bool LEAN_ = false> struct DecodeFlags {
+template <bool SPLIT_, bool GROUPED_, bool PAGED_, int NST_, bool OCC_ = false, bool LEAN_ = false, bool BULK_ = false>
+struct DecodeFlags {
     static constexpr bool SPLIT = SPLIT_, GROUPED = GROUPED_, PAGED = PAGED_;
     static constexpr int NST = NST_;
     static constexpr bool OCC = OCC_;   // decode kernel 6: two stages where the grid fills the GPU without a split
     static constexpr bool LEAN = LEAN_; // decode kernel 7: the copies' address arithmetic once per quarter tile
+    static constexpr bool BULK = BULK_; // decode kernel 8: quarter tiles by the copy engine, an mbarrier a stage
 };
 
-template <int D, int NST> struct DecSmem {
-    static constexpr int LD = D + 8;  // 16-byte pad per row: ldmatrix without bank conflicts (kernel 4's)
-    static constexpr size_t bytes = (size_t)NST * 2 * DEC_BC * LD * 2; // K and V, NST stages, 16-bit
+/* A stage is K's tile then V's, 64 rows of D. Kernels 2-7: rows padded to LD = D + 8 (16 bytes a row: ldmatrix
+ * without bank conflicts, kernel 4's). BULK (kernel 8): rows unpadded and swizzled as the copy engine writes them
+ * (dec_at), the stages 1024-byte aligned (the 128-byte swizzle's atom; 1 KB more to align in), then the stages'
+ * mbarriers. */
+template <int D, int NST, bool BULK = false> struct DecSmem {
+    static constexpr int LD = BULK ? D : D + 8;
+    static constexpr size_t stages = (size_t)NST * 2 * DEC_BC * LD * 2; // K and V, NST stages, 16-bit
+    static constexpr size_t bytes = stages + (BULK ? 1024 + 8 * NST : 0);
 };
+template <int D, class F> using DecSmemF = DecSmem<D, F::NST, F::BULK>;
 
 /* What one launch needs, by value. The partial states of the split (SPLIT, S > 1) go to ws_m, ws_l
  * [rows_total, S] and ws_o [rows_total, S, D], rows_total = B Hq n, in log2 units as the kernel keeps m. */
@@ -78,6 +92,7 @@ template <typename T> struct DecParams {
     int rows;                      // query rows per (sequence, grid head): g n
     int S, chunk_tiles;            // splits of the keys, tiles per split
     float scale_log2;
+    CUtensorMap tmk, tmv;          // BULK: K and V (pools, or contiguous caches) as tensors for the copy engine
 };
 
 /* float -> T, rounded to nearest (the outputs' one rounding). */
@@ -167,29 +182,127 @@ __device__ __forceinline__ void dec_load_tile_lean(T *ks, T *vs, const DecParams
     }
 }
 
+/* Where element (r, c) of a 64-row tile of one stage sits (in elements from the tile's start). Kernels 2-7: row r
+ * padded to LD = D + 8. Decode kernel 8 (SW): as the copy engine leaves a box of 16 rows x 64 columns (128 bytes a
+ * row) with the 128-byte swizzle, boxes in the order (quarter r / 16, column half c / 64): row r's 16-byte chunk j
+ * sits at chunk j ^ (r % 8), so ldmatrix's 8 rows of one chunk fall in 8 different bank groups (kernel 10's layout). */
+template <int D, bool SW> __device__ __forceinline__ int dec_at(int r, int c)
+{
+    if constexpr (!SW) return r * (D + 8) + c;
+    else return ((((r / 16) * (D / 64) + c / 64) * 16 + r % 16) * 64) + ((((c % 64) / 8) ^ (r % 8)) * 8) + c % 8;
+}
+
+/* dec_at for ldmatrix's rows: row kr + rl (kr a multiple of 16, rl = 0..15 the lane's row), column c + cl (c a
+ * multiple of 16 known when compiling, cl = 0 or 8 the lane's half), the lane's part apart from the compiled part:
+ * the swizzle is then one XOR with a per-lane constant, not a division and a modulo per ldmatrix. */
+template <int D, bool SW> __device__ __forceinline__ int dec_ld_at(int kr, int rl, int c, int cl)
+{
+    if constexpr (!SW) return (kr + rl) * (D + 8) + c + cl;
+    else return (((kr >> 4) * (D / 64) + c / 64) * 16 + rl) * 64 + ((((c % 64) / 8) ^ ((cl / 8) ^ (rl % 8))) * 8);
+}
+
+/* Decode kernel 8: the tile by the copy engine. A 16-key quarter of a tile is 16 consecutive rows of the cache
+ * (in one page, or of one sequence's head), so one request of the copy engine brings it: the cache viewed as a
+ * tensor [rows][D / 64 column halves][64] (dec_tensor_maps) gives a quarter as one box of 16 rows x 64 columns x
+ * the halves, 4 KB at D = 128, landing as the halves one after the other, each [16][64] with the 128-byte swizzle
+ * (dec_at's layout). 4 boxes of K and 4 of V per tile, where kernel 7 issues 2048 cp.async of 16 bytes. The
+ * request's size is the point: the same tile as 128 bulk copies of one 256-byte row (into kernel 7's padded rows)
+ * read the cache at half the rate of these boxes on the H200 (decode8_bulk_copies.cu has the steps measured).
+ * Lanes 0-7 of warp 0 each issue one box (lane / 2 the quarter, lane % 2 K or V),
+ * lane 0 tells the stage's mbarrier the bytes; the cache is read once, so each box is marked to leave L2 first.
+ * Quarters wholly past len are not read; rows past len inside a read quarter arrive with whatever the cache holds
+ * there (a slot never written may hold a NaN, and p = 0 times a NaN of V is NaN), so the block zeroes every row
+ * from len on once the tile has landed (dec_zero_past_len). sm_90 and later; elsewhere the kernel is not launched. */
+template <int D, bool PAGED, typename T>
+__device__ __forceinline__ void dec_bulk_tile(T *ks, T *vs, const DecParams<T> &p, long b, long hkv, long key0, int len,
+                                              const int (&ent)[4], uint32_t bar)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const int lane = threadIdx.x % 32;
+    const int quarters = (int)min(4L, (len - key0 + 15) / 16); // quarters holding a key before len (key0 < len)
+    if (lane == 0) mbar_expect_tx(bar, quarters * 16 * D * 2 * 2); // their K and V boxes
+    const int q = lane / 2, isv = lane % 2;
+    if (q < quarters) {
+        const long kq = key0 + 16 * q;
+        const int page = q == 0 ? ent[0] : q == 1 ? ent[1] : q == 2 ? ent[2] : ent[3];
+        const long row = PAGED ? ((((long)page * p.Hkv + hkv) << p.page_shift) | (kq & ((1L << p.page_shift) - 1)))
+                               : (b * p.Hkv + hkv) * p.max_len + kq;  // the quarter's first row in the [rows, D] view
+        uint64_t policy;                                   // L2: evict these lines first (each byte is read once)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+                     " [%0], [%1, {%2, %3, %4}], [%5], %6;\n"
+                     ::"r"((uint32_t)__cvta_generic_to_shared((isv ? vs : ks) + dec_at<D, true>(16 * q, 0))),
+                       "l"(reinterpret_cast<uint64_t>(isv ? &p.tmv : &p.tmk)), "r"(0), "r"((int)row), "r"(0), "r"(bar),
+                       "l"(policy) : "memory");
+    }
+#else
+    (void)ks, (void)vs, (void)p, (void)b, (void)hkv, (void)key0, (void)len, (void)ent, (void)bar;
+    __trap();                                              // never launched below sm_90 (decode kernel 8's unavailable)
+#endif
+}
+
+/* Decode kernel 8: after the tile that holds the sequence's end has landed, its rows from len on zeroed by the
+ * block (then a __syncthreads): V's so that p = 0 times them is 0, K's so that no score reads an unwritten value. */
+template <int D, typename T>
+__device__ __forceinline__ void dec_zero_past_len(T *ks, T *vs, long key0, int len)
+{
+    const int from = (int)(len - key0);                    // 1 .. 63
+    for (int x = threadIdx.x; x < (DEC_BC - from) * (D / 8); x += DEC_WARPS * 32) {
+        const int r = from + x / (D / 8), c = (x % (D / 8)) * 8;
+        *reinterpret_cast<uint4 *>(ks + dec_at<D, true>(r, c)) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4 *>(vs + dec_at<D, true>(r, c)) = make_uint4(0, 0, 0, 0);
+    }
+}
+
+/* BULK: the stages' mbarriers (count 1: lane 0 of warp 0's arrive with the bytes), and the wait for one. */
+__device__ __forceinline__ void dec_bars_init(uint32_t bar0, int n)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < n; i++) mbar_init(bar0 + 8 * i, 1);
+        fence_mbar_init();                                 // seen by the copy engine
+    }
+    __syncthreads();
+#else
+    (void)bar0, (void)n;
+    __trap();
+#endif
+}
+__device__ __forceinline__ void dec_bar_wait(uint32_t bar, int parity)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    mbar_wait(bar, parity);
+#else
+    (void)bar, (void)parity;
+    __trap();
+#endif
+}
+
 /* The tile copy a kernel's flags choose. */
 template <int D, class F, typename T>
 __device__ __forceinline__ void dec_copy_tile(T *ks, T *vs, const DecParams<T> &p, long b, long hkv, long key0, int len,
-                                              const int (&ent)[4])
+                                              const int (&ent)[4], uint32_t bar)
 {
-    if constexpr (F::LEAN) dec_load_tile_lean<D, F::PAGED>(ks, vs, p, b, hkv, key0, len, ent);
+    if constexpr (F::BULK) {
+        if (threadIdx.x < 32) dec_bulk_tile<D, F::PAGED>(ks, vs, p, b, hkv, key0, len, ent, bar);
+    }
+    else if constexpr (F::LEAN) dec_load_tile_lean<D, F::PAGED>(ks, vs, p, b, hkv, key0, len, ent);
     else dec_load_tile<D, F::PAGED>(ks, vs, p, b, hkv, key0, len, ent);
 }
 
 /* 16 keys (k_s rows kr .. kr + 15, absolute keys ka .. ka + 15) into one warp's state for its 16 rows:
  * the tile loop of step 04 on fragments. last[h]: the last key row g + 8h may see (-1: a padded row). */
-template <int D, typename T>
+template <int D, typename T, bool SW = false>
 __device__ __forceinline__ void dec_warp16(const uint32_t (&qa)[D / 16][4], const T *k_s, const T *v_s, int kr, long ka,
                                            const long (&last)[2], bool need_mask, float scale_log2,
                                            float (&o)[D / 8][4], float (&m)[2], float (&l)[2])
 {
-    constexpr int LD = D + 8;
     const int lane = threadIdx.x % 32, t = lane % 4;
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
     for (int ks = 0; ks < D / 16; ks++) {                                      // s_tile = Q K^T, 16 x 16
         uint32_t kf[4];
-        ldmatrix_x4(kf, k_s + (kr + (lane % 8) + 8 * (lane / 16)) * LD + ks * 16 + 8 * ((lane / 8) % 2));
+        ldmatrix_x4(kf, k_s + dec_ld_at<D, SW>(kr, (lane % 8) + 8 * (lane / 16), ks * 16, 8 * ((lane / 8) % 2)));
         mma16816<T>(s[0], qa[ks], kf);
         mma16816<T>(s[1], qa[ks], kf + 2);
     }
@@ -233,7 +346,7 @@ __device__ __forceinline__ void dec_warp16(const uint32_t (&qa)[D / 16][4], cons
 #pragma unroll
     for (int n2 = 0; n2 < D / 16; n2++) {                                       // ... + p_tile V
         uint32_t vf[4];
-        ldmatrix_x4_trans(vf, v_s + (kr + (lane % 8) + 8 * ((lane / 8) % 2)) * LD + n2 * 16 + 8 * (lane / 16));
+        ldmatrix_x4_trans(vf, v_s + dec_ld_at<D, SW>(kr, (lane % 8) + 8 * ((lane / 8) % 2), n2 * 16, 8 * (lane / 16)));
         mma16816<T>(o[2 * n2], pf, vf);
         mma16816<T>(o[2 * n2 + 1], pf, vf + 2);
     }
@@ -241,12 +354,16 @@ __device__ __forceinline__ void dec_warp16(const uint32_t (&qa)[D / 16][4], cons
 
 template <int D, typename T, class F>
 __global__ void __launch_bounds__(DEC_WARPS * 32)
-decode_kernel(const DecParams<T> p)
+decode_kernel(const __grid_constant__ DecParams<T> p)     // (__grid_constant__: the tensor maps' address is taken)
 {
-    constexpr int LD = DecSmem<D, F::NST>::LD, NST = F::NST;
+    constexpr int LD = DecSmemF<D, F>::LD, NST = F::NST;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *k_buf = reinterpret_cast<T *>(smem_raw);                  // [NST][BC][LD]
+    /* BULK: the stages from the first 1024-byte boundary (the swizzle's atom), their mbarriers after them */
+    unsigned char *stage0 = F::BULK ? smem_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023)) & 1023)
+                                    : smem_raw;
+    T *k_buf = reinterpret_cast<T *>(stage0);                    // [NST][BC][LD]
     T *v_buf = k_buf + NST * DEC_BC * LD;                    // [NST][BC][LD]
+    const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(stage0 + DecSmemF<D, F>::stages); // BULK: [NST] mbarriers
     const long b = blockIdx.x / p.heads, h = blockIdx.x % p.heads;
     const int s = blockIdx.y, rc = blockIdx.z;                   // split s of the keys, row chunk rc
     const long hkv = F::GROUPED ? h : h / (p.Hq / p.Hkv);
@@ -301,32 +418,42 @@ decode_kernel(const DecParams<T> p)
 
     /* The K/V tiles t0 .. t1 - 1 through NST stages: tile it + NST - 1 is copied while tile it is used. */
     int ent[4] = {0, 0, 0, 0};                                   // PAGED: the pages of the next tile to copy
+    const bool copier = !F::BULK || warp == 0;                   // BULK: warp 0 alone copies, so alone needs pages
+    if constexpr (F::BULK) dec_bars_init(bar0, NST);
 #pragma unroll
     for (int st = 0; st < NST - 1; st++) {
         if (t0 + st < t1) {
-            if (F::PAGED) dec_tile_pages(p, b, t0 + st, len, ent);
+            if (F::PAGED && copier) dec_tile_pages(p, b, t0 + st, len, ent);
             dec_copy_tile<D, F>(k_buf + st * DEC_BC * LD, v_buf + st * DEC_BC * LD, p, b, hkv, (long)(t0 + st) * DEC_BC,
-                                len, ent);
+                                len, ent, bar0 + 8 * st);
         }
         cp_async_commit();
     }
-    if (F::PAGED && t0 + NST - 1 < t1) dec_tile_pages(p, b, t0 + NST - 1, len, ent);
+    if (F::PAGED && copier && t0 + NST - 1 < t1) dec_tile_pages(p, b, t0 + NST - 1, len, ent);
     for (int it = 0; it < t1 - t0; it++) {
         const int nxt = it + NST - 1;
         if (t0 + nxt < t1) {
             dec_copy_tile<D, F>(k_buf + (nxt % NST) * DEC_BC * LD, v_buf + (nxt % NST) * DEC_BC * LD, p, b, hkv,
-                                (long)(t0 + nxt) * DEC_BC, len, ent);
-            if (F::PAGED && t0 + nxt + 1 < t1) dec_tile_pages(p, b, t0 + nxt + 1, len, ent); // used next iteration
+                                (long)(t0 + nxt) * DEC_BC, len, ent, bar0 + 8 * (nxt % NST));
+            if (F::PAGED && copier && t0 + nxt + 1 < t1) dec_tile_pages(p, b, t0 + nxt + 1, len, ent); // next iteration's
         }
-        cp_async_commit();                                       // (empty near the end: the count stays uniform)
-        cp_async_wait<NST - 1>();                            // tile it has landed ...
-        __syncthreads();                                         // ... for every thread
-        const T *k_s = k_buf + (it % NST) * DEC_BC * LD, *v_s = v_buf + (it % NST) * DEC_BC * LD;
+        T *k_s = k_buf + (it % NST) * DEC_BC * LD, *v_s = v_buf + (it % NST) * DEC_BC * LD;
+        if constexpr (F::BULK) {
+            dec_bar_wait(bar0 + 8 * (it % NST), (it / NST) & 1); // tile it's boxes are in, for every thread that waits
+            if ((long)(t0 + it + 1) * DEC_BC > len) {            // the sequence's last tile, keys past len in it
+                dec_zero_past_len<D>(k_s, v_s, (long)(t0 + it) * DEC_BC, len);
+                __syncthreads();
+            }
+        } else {
+            cp_async_commit();                                   // (empty near the end: the count stays uniform)
+            cp_async_wait<NST - 1>();                            // tile it has landed ...
+            __syncthreads();                                     // ... for every thread
+        }
         if (active) {
             for (int kr = sl * slice_keys; kr < (sl + 1) * slice_keys; kr += 16) {
                 const long ka = (long)(t0 + it) * DEC_BC + kr;   // the 16 keys' absolute index
                 if (ka > lastmax) break;                         // every key from here on is masked for this warp
-                dec_warp16<D, T>(qa, k_s, v_s, kr, ka, last, ka + 15 > lastmin, p.scale_log2, o, m, l);
+                dec_warp16<D, T, F::BULK>(qa, k_s, v_s, kr, ka, last, ka + 15 > lastmin, p.scale_log2, o, m, l);
             }
         }
         __syncthreads();                                         // nobody reads stage it % NST any more
@@ -484,6 +611,43 @@ static size_t dec_ws_dt(const DecodeArgs *a)
     return gr.S > 1 ? (size_t)a->B * a->Hq * a->n * gr.S * (D + 2) * sizeof(float) : 0;
 }
 
+/* Decode kernel 8's tensor map of K or V: the cache's rows (D elements each) as [rows][D / 64][64], so that one box
+ * {64, 16 rows, D / 64} is a 16-key quarter, every column, in one request, each 128-byte half-row swizzled (128B).
+ * No L2 promotion: measured on the H200, promoting each 128-byte piece to 256 bytes cost 6-7% at B = 64 and L =
+ * 131072 (the box reads all of every row anyway). 0, or -1 after one line. */
+static inline int dec_encode_map(CUtensorMap *map, const void *base, long rows, long D, int dtype, const char *who)
+{
+    const cuuint64_t dims[3] = {64, (cuuint64_t)rows, (cuuint64_t)(D / 64)};
+    const cuuint64_t strides[2] = {(cuuint64_t)D * 2, 128};                /* bytes: the next row, the next half */
+    const cuuint32_t box[3] = {64, 16, (cuuint32_t)(D / 64)};
+    return tma_encode_3d(map, dtype == DT_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, base, dims,
+                         strides, box, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, who);
+}
+
+/* The maps of K and V, the last four pairs kept: a benchmark turns over a few copies of one cache, and encoding is
+ * a driver call. 0, or -1 after one line. */
+static inline int dec_tensor_maps(int id, const void *k, const void *v, long rows, long D, int dtype, CUtensorMap *tk,
+                                  CUtensorMap *tv)
+{
+    struct Kept { CUtensorMap k, v; const void *ck, *cv; long rows, D; int dtype; };
+    static Kept kept[4];
+    static int next = 0;
+    for (int i = 0; i < 4; i++) {
+        const Kept &e = kept[i];
+        if (e.ck == k && e.cv == v && e.rows == rows && e.D == D && e.dtype == dtype) { *tk = e.k; *tv = e.v; return 0; }
+    }
+    char who[32];
+    snprintf(who, sizeof who, "decode kernel %d", id);
+    Kept &e = kept[next];
+    e.ck = e.cv = nullptr;
+    if (dec_encode_map(&e.k, k, rows, D, dtype, who) || dec_encode_map(&e.v, v, rows, D, dtype, who)) return -1;
+    e.ck = k; e.cv = v; e.rows = rows; e.D = D; e.dtype = dtype;
+    next = (next + 1) % 4;
+    *tk = e.k;
+    *tv = e.v;
+    return 0;
+}
+
 template <int D, typename T, class F>
 static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
 {
@@ -493,11 +657,11 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
     }
     static int opted = 0;                                        /* once per instantiation, not per launch */
     if (!opted) {
-        if (smem_opt_in(decode_kernel<D, T, F>, DecSmem<D, F::NST>::bytes, "decode kernel", id, D)) return -1;
+        if (smem_opt_in(decode_kernel<D, T, F>, DecSmemF<D, F>::bytes, "decode kernel", id, D)) return -1;
         opted = 1;
     }
     const DecGrid gr = dec_grid<D, T, F>(a);
-    DecParams<T> p;
+    DecParams<T> p = {};
     p.q = (const T *)a->q; p.o = (T *)a->o;
     p.k = (const T *)(F::PAGED ? a->k_pool : a->k); p.v = (const T *)(F::PAGED ? a->v_pool : a->v);
     p.len = a->len; p.table = a->table;
@@ -508,8 +672,16 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
     while (F::PAGED && (1L << p.page_shift) < a->page) p.page_shift++;
     p.heads = gr.heads; p.g = gr.g; p.rows = gr.rows; p.S = gr.S; p.chunk_tiles = gr.chunk_tiles;
     p.scale_log2 = 1.4426950408889634f / sqrtf((float)D);       // log2(e) / sqrt(D)
+    if constexpr (F::BULK) {                                     // the cache as one tensor of rows for the copy engine
+        const long rows = F::PAGED ? a->pool_pages * a->Hkv * a->page : a->B * a->Hkv * a->max_len;
+        if (rows > INT_MAX) {
+            fprintf(stderr, "%s: decode kernel %d reads at most 2^31 - 1 cache rows by tensor map, not %ld\n", g_prog, id, rows);
+            return -1;
+        }
+        if (dec_tensor_maps(id, p.k, p.v, rows, D, a->dtype, &p.tmk, &p.tmv)) return -1;
+    }
     decode_kernel<D, T, F><<<dim3((unsigned)(a->B * gr.heads), (unsigned)gr.S, (unsigned)gr.rchunks), DEC_WARPS * 32,
-                             DecSmem<D, F::NST>::bytes, s>>>(p);
+                             DecSmemF<D, F>::bytes, s>>>(p);
     CUDA_CHECK_LAST();
     if (gr.S > 1) {
         decode_merge<D, T><<<(unsigned)rows_total, D, 0, s>>>(p);
@@ -523,8 +695,8 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
  * one's math (the kernels' idea survives; 68 KB at D = 128, 36 KB at D = 64: so on Turing's 64 KB D = 64 runs and
  * D = 128 is still refused, a SKIP). The launch, its workspace and its
  * describe line all go through Fit, so that the split count (sized from the stages' bytes) is the same in each. */
-template <class F> using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2, F::OCC, F::LEAN>;
-template <int D, class F> static bool dec_stages_fit() { return DecSmem<D, F::NST>::bytes <= (size_t)gpu_smem_block(); }
+template <class F> using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2, F::OCC, F::LEAN, F::BULK>;
+template <int D, class F> static bool dec_stages_fit() { return DecSmemF<D, F>::bytes <= (size_t)gpu_smem_block(); }
 /* Two stages instead of F's: where F's do not fit, and with OCC (decode kernel 6) where the grid fills every SM
  * without a split even at two stages' occupancy: B x heads x row chunks >= SMs x the blocks of two stages an SM
  * holds (3 at D = 128 against kernel 5's 2). Each block then keeps one tile in flight instead of two, but an SM

@@ -144,6 +144,7 @@ typedef struct {
     long page, max_pages;
     long splits;         /* 0: a split kernel chooses S to fill the GPU; else exactly this many (capped at the tiles):
                           * --check compares two kernels on the same splits, bit for bit */
+    long pool_pages;     /* the pages k_pool and v_pool hold (decode kernel 8 reads the pool as a tensor of that extent) */
 } DecodeArgs;
 
 typedef struct DecodeKernel {

@@ -1,6 +1,6 @@
 /*
  * tma_map.cuh: the host side of Hopper's copy engine for kernels 11 to 16
- * and backward kernels 5-6: K or V (or Q and dO) as a tensor map the TMA reads boxes of (wgmma.cuh has the device
+ * and backward kernels 5-6 (and decode kernel 8, decode.cuh): K or V (or Q and dO) as a tensor map the TMA reads boxes of (wgmma.cuh has the device
  * side: tma_load_3d and the mbarriers).
  *
  * A tensor map is 128 bytes made on the host by the driver's
@@ -36,24 +36,34 @@ static inline PFN_cuTensorMapEncodeTiled_v12000 tma_encoder(const char *who)
     return encode;
 }
 
-/* Bytes [BH][rows][cols] (the FP8 kernels' K and V^T) as a tensor map with a box of box_cols x box_rows and the
- * given swizzle; 0, or -1 after one line. */
-static inline int tma_map_bytes(CUtensorMap *map, const void *base, long BH, long rows, long cols, int box_cols, int box_rows,
-                                CUtensorMapSwizzle swz, const char *who)
+/* A 3-D tensor map (dims[0] innermost, strides in bytes for dims 1 and 2) with the given box, swizzle and L2
+ * promotion, rows outside the tensor arriving as zeros: the one call every map below makes. 0, or -1 after one line
+ * naming who asked. */
+static inline int tma_encode_3d(CUtensorMap *map, CUtensorMapDataType type, const void *base, const cuuint64_t *dims,
+                                const cuuint64_t *strides, const cuuint32_t *box, CUtensorMapSwizzle swz,
+                                CUtensorMapL2promotion l2, const char *who)
 {
     PFN_cuTensorMapEncodeTiled_v12000 encode = tma_encoder(who);
     if (!encode) return -1;
-    const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)rows, (cuuint64_t)BH};
-    const cuuint64_t strides[2] = {(cuuint64_t)cols, (cuuint64_t)(rows * cols)};
-    const cuuint32_t box[3] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows, 1}, one[3] = {1, 1, 1};
-    const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void *>(base), dims, strides, box, one,
-                              CU_TENSOR_MAP_INTERLEAVE_NONE, swz, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    const cuuint32_t one[3] = {1, 1, 1};
+    const CUresult r = encode(map, type, 3, const_cast<void *>(base), dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              swz, l2, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) {
         fprintf(stderr, "%s: %s: cuTensorMapEncodeTiled failed (CUresult %d)\n", g_prog, who, (int)r);
         return -1;
     }
     return 0;
+}
+
+/* Bytes [BH][rows][cols] (the FP8 kernels' K and V^T) as a tensor map with a box of box_cols x box_rows and the
+ * given swizzle; 0, or -1 after one line. */
+static inline int tma_map_bytes(CUtensorMap *map, const void *base, long BH, long rows, long cols, int box_cols, int box_rows,
+                                CUtensorMapSwizzle swz, const char *who)
+{
+    const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)rows, (cuuint64_t)BH};
+    const cuuint64_t strides[2] = {(cuuint64_t)cols, (cuuint64_t)(rows * cols)};
+    const cuuint32_t box[3] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows, 1};
+    return tma_encode_3d(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, base, dims, strides, box, swz, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, who);
 }
 
 /* K and V (the backward: also Q and dO, as .k and .v), [B*H][N][D] in dtype, as two tensor maps. The last pair made is
@@ -79,19 +89,11 @@ struct KvMaps {
 
     static int make(CUtensorMap *map, const void *base, long BH, long N, long D, int box_rows, int dtype, const char *who)
     {
-        PFN_cuTensorMapEncodeTiled_v12000 encode = tma_encoder(who);
-        if (!encode) return -1;
         const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)N, (cuuint64_t)BH};
         const cuuint64_t strides[2] = {(cuuint64_t)D * 2, (cuuint64_t)N * D * 2}; /* bytes, dims 1 and 2 */
-        const cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1}, one[3] = {1, 1, 1};
-        const CUresult r = encode(map, dtype == DT_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
-                                  const_cast<void *>(base), dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-        if (r != CUDA_SUCCESS) {
-            fprintf(stderr, "%s: %s: cuTensorMapEncodeTiled failed (CUresult %d)\n", g_prog, who, (int)r);
-            return -1;
-        }
-        return 0;
+        const cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1};
+        return tma_encode_3d(map, dtype == DT_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, base,
+                             dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, who);
     }
 };
 

@@ -835,7 +835,7 @@ extern "C" int gpt_gpu_decoder_decode(void *d, const int *tokens, int n, float *
         matmul_forward(qkv, ln, p->qkvw + (size_t)l * 3 * C * C, p->qkvb + l * 3 * C, n, C, 3 * C);
         LAUNCH_1D(kv_append, nC, q, kc, vc, qkv, n, pos0, H, D, T, m->score_scale);
         /* the new rows against every cached position: one sequence, H heads over H KV heads, its cache [H, T, D] */
-        const DecodeArgs a = {1, H, H, D, n, T, g->len_d, DT_FP32, q, o, kc, vc, nullptr, nullptr, nullptr, 0, 0, 0};
+        const DecodeArgs a = {1, H, H, D, n, T, g->len_d, DT_FP32, q, o, kc, vc, nullptr, nullptr, nullptr, 0, 0, 0, 0};
         if (g->dk->launch(&a, nullptr, nullptr) != 0) return -1;
         LAUNCH_1D(merge_heads, nC, atty, o, C, 1.0f, 1, n, H, D);
         matmul_forward(attproj, atty, p->attprojw + (size_t)l * C * C, p->attprojb + l * C, n, C, C);
