@@ -1,9 +1,9 @@
 /*
- * decode.cuh: decode kernels 2 to 8, written once, as overlap.cuh is for forward kernels 13 and 14 and
+ * decode.cuh: decode kernels 2 to 9, written once, as overlap.cuh is for forward kernels 13 and 14 and
  * bwd_mma.cuh for backward kernels 2 to 4. Each decodeN_*.cu instantiates the template below with its one
  * idea switched on (`make idea K=D3` shows the flags):
  *
- *   DecodeFlags<SPLIT, GROUPED, PAGED, NST[, OCC[, LEAN[, BULK]]]>
+ *   DecodeFlags<SPLIT, GROUPED, PAGED, NST[, OCC[, LEAN[, BULK[, MERGE8]]]]>
  *   kernel 2  <0, 0, 0, 3>  the forward kernel as is: one block per (sequence, query head), its 4 warps
  *                           16 query rows each, every warp over every key (kernel 9's loop); n <= 16
  *                           new rows fill one warp, the block's other three only load
@@ -22,6 +22,8 @@
  *   kernel 8  <1, 1, 1, 3, 1, 1, 1>  bulk copies: kernel 7's tiles brought by the copy engine, one 4 KB
  *                           box per 16-key quarter of K or V issued by warp 0, a stage's bytes counted on
  *                           its mbarrier (dec_bulk_tile; sm_90 and later)
+ *   kernel 9  <1, 1, 1, 3, 1, 1, 1, 1>  merge in flight: kernel 8, the merge kernel's loads of the S splits'
+ *                           states 8 at a time (decode_merge's UNR)
  *
  * The arithmetic is kernel 9's (05_cuda_fused/kernel09_ffma_scale.cu): S = Q K^T and O += P V on
  * mma.sync m16n8k16, fp32 accumulators, the running max in log2 units, p = 2^(s scale_log2 - m) as one
@@ -57,13 +59,15 @@ constexpr int DEC_ROWS = 64;      // query rows per block: 4 warps x 16
 
 /* NST: the cp.async stages, NST - 1 tiles in flight while one is used. 3 stages take 104 KB at D = 128 (two
  * blocks an SM), 4 take 139 KB (one). */
-template <bool SPLIT_, bool GROUPED_, bool PAGED_, int NST_, bool OCC_ = false, bool LEAN_ = false, bool BULK_ = false>
+template <bool SPLIT_, bool GROUPED_, bool PAGED_, int NST_, bool OCC_ = false, bool LEAN_ = false, bool BULK_ = false,
+          bool MERGE8_ = false>
 struct DecodeFlags {
     static constexpr bool SPLIT = SPLIT_, GROUPED = GROUPED_, PAGED = PAGED_;
     static constexpr int NST = NST_;
     static constexpr bool OCC = OCC_;   // decode kernel 6: two stages where the grid fills the GPU without a split
     static constexpr bool LEAN = LEAN_; // decode kernel 7: the copies' address arithmetic once per quarter tile
     static constexpr bool BULK = BULK_; // decode kernel 8: quarter tiles by the copy engine, an mbarrier a stage
+    static constexpr bool MERGE8 = MERGE8_; // decode kernel 9: the merge's loads of the splits' states 8 at a time
 };
 
 /* A stage is K's tile then V's, 64 rows of D. Kernels 2-7: rows padded to LD = D + 8 (16 bytes a row: ldmatrix
@@ -252,6 +256,10 @@ __device__ __forceinline__ void dec_zero_past_len(T *ks, T *vs, long key0, int l
         *reinterpret_cast<uint4 *>(vs + dec_at<D, true>(r, c)) = make_uint4(0, 0, 0, 0);
     }
 }
+
+/* NULL where the BULK kernels (decode kernels 8 and 9) run: sm_90 or later, in this build; else one line why not
+ * (defined in decode8_bulk_copies.cu). */
+const char *dec_bulk_unavailable(void);
 
 /* BULK: the stages' mbarriers (count 1: lane 0 of warp 0's arrive with the bytes), and the wait for one. */
 __device__ __forceinline__ void dec_bars_init(uint32_t bar0, int n)
@@ -526,8 +534,10 @@ decode_kernel(const __grid_constant__ DecParams<T> p)     // (__grid_constant__:
 
 /* The merge of the S splits' states of each row (grid: B Hq n rows, D threads): the closed form of step
  * 04's flash_merge_cpu, every split's weight e^(m_s - m) at once: m = max m_s, l = sum e^(m_s - m) l_s,
- * O = sum e^(m_s - m) o_s / l. A split past the sequence's keys wrote nothing and is not read. */
-template <int D, typename T>
+ * O = sum e^(m_s - m) o_s / l. A split past the sequence's keys wrote nothing and is not read. UNR (decode
+ * kernel 9: 8): the loops over the splits unrolled UNR times, so that UNR splits' loads are in flight at once
+ * instead of one after the other; the same additions in the same order. */
+template <int D, typename T, int UNR = 1>
 __global__ void __launch_bounds__(D)
 decode_merge(const DecParams<T> p)
 {
@@ -536,8 +546,10 @@ decode_merge(const DecParams<T> p)
     const int Sb = (tiles + p.chunk_tiles - 1) / p.chunk_tiles;  // the splits that hold keys of sequence b
     const float *m_s = p.ws_m + row * p.S, *l_s = p.ws_l + row * p.S;
     float M = -INFINITY;
+#pragma unroll UNR
     for (int s = 0; s < Sb; s++) M = fmaxf(M, m_s[s]);          // m = max m_s
     float L = 0.0f, O = 0.0f;
+#pragma unroll UNR
     for (int s = 0; s < Sb; s++) {
         const float wt = ex2(m_s[s] - M);                        // e^(m_s - m); an empty split: 2^(-inf) = 0
         L += wt * l_s[s];                                        // l = sum e^(m_s - m) l_s
@@ -684,7 +696,7 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
                              DecSmemF<D, F>::bytes, s>>>(p);
     CUDA_CHECK_LAST();
     if (gr.S > 1) {
-        decode_merge<D, T><<<(unsigned)rows_total, D, 0, s>>>(p);
+        decode_merge<D, T, F::MERGE8 ? 8 : 1><<<(unsigned)rows_total, D, 0, s>>>(p);
         CUDA_CHECK_LAST();
     }
     return 0;
@@ -695,7 +707,7 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
  * one's math (the kernels' idea survives; 68 KB at D = 128, 36 KB at D = 64: so on Turing's 64 KB D = 64 runs and
  * D = 128 is still refused, a SKIP). The launch, its workspace and its
  * describe line all go through Fit, so that the split count (sized from the stages' bytes) is the same in each. */
-template <class F> using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2, F::OCC, F::LEAN, F::BULK>;
+template <class F> using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2, F::OCC, F::LEAN, F::BULK, F::MERGE8>;
 template <int D, class F> static bool dec_stages_fit() { return DecSmemF<D, F>::bytes <= (size_t)gpu_smem_block(); }
 /* Two stages instead of F's: where F's do not fit, and with OCC (decode kernel 6) where the grid fills every SM
  * without a split even at two stages' occupancy: B x heads x row chunks >= SMs x the blocks of two stages an SM

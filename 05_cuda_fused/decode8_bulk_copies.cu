@@ -53,10 +53,11 @@ __global__ void dec_bulk_probe(int *ok)
 #endif
 }
 
-static const char *dk8_unavailable(void)
+/* NULL where decode kernels 8 and 9 run, else one line why not (decode.cuh declares it). */
+const char *dec_bulk_unavailable(void)
 {
     static int state = -1; /* -1 not asked yet, 0 runs here, 1 does not */
-    static char why[200];
+    static char why[220];
     if (state < 0) {
         int major = 0, minor = 0, *d_ok = NULL, ok = 0;
         gpu_cc(&major, &minor); /* the --gpu-as GPU's, when one is emulated */
@@ -69,13 +70,13 @@ static const char *dk8_unavailable(void)
         }
         state = !ok;
         if (!ok)
-            snprintf(why, sizeof why, "decode kernel 8's copy-engine boxes (cp.async.bulk.tensor, mbarrier byte counts) need compute "
-                     "capability 9.0 or later and a build for it (this GPU: %d.%d)", major, minor);
+            snprintf(why, sizeof why, "decode kernels 8-9's copy-engine boxes (cp.async.bulk.tensor, mbarrier byte counts) "
+                     "need compute capability 9.0 or later and a build for it (this GPU: %d.%d)", major, minor);
     }
     return state ? why : NULL;
 }
 
 static const DecodeKernel decode8 = {8, "bulk copies", "K/V rows by the copy engine, one bulk copy a row, an mbarrier a stage",
                                      (1u << DT_FP16) | (1u << DT_BF16), dec_supports, 1, dk8_workspace, dk8_launch,
-                                     dk8_describe, dk8_unavailable};
+                                     dk8_describe, dec_bulk_unavailable};
 DECODE_REGISTER(decode8);
