@@ -258,15 +258,9 @@ const char *wgmma_unavailable(void)
     static int state = -1; /* -1 not asked yet, 0 runs here, 1 does not */
     static char why[200];
     if (state < 0) {
-        int major = 0, minor = 0, *d_ok = NULL, ok = 0;
+        int major = 0, minor = 0;
         gpu_cc(&major, &minor); /* the --gpu-as GPU's, when one is emulated */
-        if (major == 9 && minor == 0) {
-            CUDA_CHECK(cudaMalloc(&d_ok, sizeof *d_ok));
-            wgmma_probe<<<1, 1>>>(d_ok);
-            CUDA_CHECK_LAST();
-            CUDA_CHECK(cudaMemcpy(&ok, d_ok, sizeof ok, cudaMemcpyDeviceToHost));
-            CUDA_CHECK(cudaFree(d_ok));
-        }
+        const int ok = major == 9 && minor == 0 && gpu_probe(wgmma_probe);
         state = !ok;
         if (!ok)
             snprintf(why, sizeof why, "Hopper's wgmma and TMA (kernels 10-19, backward 5-10, FP8) need compute capability "

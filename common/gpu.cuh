@@ -55,4 +55,17 @@ template <typename F> static inline int smem_opt_in(F fn, size_t bytes, const ch
     return 0;
 }
 
+/* What a one-thread probe kernel, compiled as the kernels it stands for are, writes to *ok (1 where this binary
+ * holds their code for this GPU): wgmma's availability (kernel 10) and the copy engine's (decode kernel 8). */
+template <typename P> static inline int gpu_probe(P probe)
+{
+    int *d_ok = NULL, ok = 0;
+    CUDA_CHECK(cudaMalloc(&d_ok, sizeof *d_ok));
+    probe<<<1, 1>>>(d_ok);
+    CUDA_CHECK_LAST();
+    CUDA_CHECK(cudaMemcpy(&ok, d_ok, sizeof ok, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(d_ok));
+    return ok;
+}
+
 #endif
