@@ -277,18 +277,19 @@ static void check_forward_l(Problem *p, const BwdRef *r, float *o1, float *o2)
     tfree(Lh);
 }
 
-static void check_case(long only, int dt, long N, long D, int causal, uint64_t seed)
+static void check_case(long only, int dt, long B, long H, long N, long D, int causal, uint64_t seed)
 {
     int nb;
     const BackwardKernel *const *bs = bwd_kernels(&nb);
-    const long B = 2, H = 3;
     char name[200];
     Problem p;
     bp_make(&p, B, H, N, D, dt, causal, seed);
     BwdRef r = ref_make(&p, 1);
     float *full[3], *full2[3], *rows = xmalloc(p.n * 4, "gradient rows");
     for (int g = 0; g < 3; g++) full[g] = xmalloc(p.n * 4, "gradient"), full2[g] = xmalloc(p.n * 4, "gradient again");
-    const char *tag = causal ? " causal" : "";
+    char tag[48]; /* " causal", and the batch where it is not the grid's B = 2, H = 3 */
+    if (B != 2 || H != 3) snprintf(tag, sizeof tag, "%s (B=%ld H=%ld)", causal ? " causal" : "", B, H);
+    else snprintf(tag, sizeof tag, "%s", causal ? " causal" : "");
 
     /* The yardstick: naive's backward in the same dtype, on the same inputs. */
     double naive_err[3] = {0, 0, 0};
@@ -426,7 +427,13 @@ void bwd_run_checks(long only)
             if (!any) continue;
             for (size_t a = 0; a < N_CHECK_NS; a++)
                 for (int causal = 0; causal < 2; causal++)
-                    check_case(only, dt, Ns[a], Ds[b], causal, 7000 + 101 * dt + 17 * a + 3 * b + causal);
+                    check_case(only, dt, 2, 3, Ns[a], Ds[b], causal, 7000 + 101 * dt + 17 * a + 3 * b + causal);
+            /* More K/V tiles than an SM count (96 heads x 3 tiles of 128 keys = 288, 2.2 per SM on 132): at B = 2,
+             * H = 3 every block of backward kernel 11, one per SM, takes one tile, and a tile after the first (its
+             * dK, dV restarted, the next K_j loaded under the last one's end) would go unchecked. */
+            if (dt != DT_FP32)
+                for (int causal = 0; causal < 2; causal++)
+                    check_case(only, dt, 4, 24, 257, Ds[b], causal, 7900 + 101 * dt + 3 * b + causal);
         }
     }
 }
@@ -754,6 +761,21 @@ int bwd_run_bench(const Opts *o, FILE *csv)
 
 // --- compute-sanitizer's shapes -----------------------------------------------------------
 
+/* One backward kernel once on p (its O and L from a forward), its gradients poisoned first; what it ran, on stdout. */
+static int san_run(const BackwardKernel *bk, Problem *p, const char *what)
+{
+    const size_t wsb = bk->workspace(p->B, p->H, p->N, p->D, p->dtype);
+    void *ws = dmalloc(wsb ? wsb : 1, "backward workspace");
+    poison_grads(p);
+    const int rc = bk->launch(p->Q, p->K, p->V, p->O, p->dO, p->L, p->dQ, p->dK, p->dV, ws, p->B, p->H, p->N, p->D, p->dtype,
+                              p->causal, NULL);
+    if (rc == 0) gpu_sync_check();
+    dfree(ws);
+    if (rc == 0)
+        printf("ran backward kernel %d %s N=%ld D=%ld%s%s\n", bk->id, dtype_name(p->dtype), p->N, p->D, p->causal ? " causal" : "", what);
+    return rc;
+}
+
 int bwd_run_sanitize(const Opts *o)
 {
     int ran = 0;
@@ -775,21 +797,30 @@ int bwd_run_sanitize(const Opts *o)
                     printf("ran kernel %d with L %s N=%ld D=%ld%s\n", fk->id, dtype_name(dt), Ns[a], D, causal ? " causal" : "");
                     for (int i = 0; i < nb; i++) {
                         if (!opts_kernel(o, bs[i]->id) || !bwd_runs(bs[i], dt, D) || !bwd_fits(bs[i], dt, D)) continue;
-                        const size_t wsb = bs[i]->workspace(p.B, p.H, p.N, D, dt);
-                        void *ws = dmalloc(wsb ? wsb : 1, "backward workspace");
-                        poison_grads(&p);
-                        if (bs[i]->launch(p.Q, p.K, p.V, p.O, p.dO, p.L, p.dQ, p.dK, p.dV, ws, p.B, p.H, p.N, D, dt, causal,
-                                          NULL) != 0)
-                            return EXIT_FAIL;
-                        gpu_sync_check();
-                        dfree(ws);
-                        printf("ran backward kernel %d %s N=%ld D=%ld%s\n", bs[i]->id, dtype_name(dt), Ns[a], D,
-                               causal ? " causal" : "");
+                        if (san_run(bs[i], &p, "") != 0) return EXIT_FAIL;
                         ran++;
                     }
                     problem_free(&p);
                 }
         }
+    /* Backward kernel 11 once more where its blocks take several K/V tiles each (B = 4, H = 24, N = 257: 288 tiles,
+     * more than any GPU's SMs): the ticket ring, kv_empty and a second item's K_j, V_j are only exercised there. */
+    for (int i = 0; i < nb; i++) {
+        if (bs[i]->id != 11 || !opts_kernel(o, 11)) continue;
+        for (long D = 64; D <= 128; D += 64) {
+            const FusedKernel *fk = fwd_with_l(DT_FP16, D);
+            if (!fk || !bwd_runs(bs[i], DT_FP16, D) || !bwd_fits(bs[i], DT_FP16, D)) continue;
+            for (int causal = 0; causal < 2; causal++) {
+                Problem p;
+                bp_make(&p, 4, 24, 257, D, DT_FP16, causal, 11);
+                problem_need_L(&p);
+                if (fk->launch_l(p.Q, p.K, p.V, p.O, p.L, p.B, p.H, p.N, D, DT_FP16, causal, NULL) != 0) return EXIT_FAIL;
+                if (san_run(bs[i], &p, " B=4 H=24 (several K/V tiles per block)") != 0) return EXIT_FAIL;
+                ran++;
+                problem_free(&p);
+            }
+        }
+    }
     if (!ran) {
         fprintf(stderr, "%s: --sanitize-shapes --backward: no backward kernel%s runs on this GPU\n", g_prog,
                 o->kernel ? " of that --kernel" : "");

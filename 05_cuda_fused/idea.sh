@@ -159,6 +159,14 @@ flag_lines() {
         function opens(s,   o, c) { o = gsub(/\{/, "{", s); c = gsub(/\}/, "}", s); return o - c }
         depth == 1 && /^[ \t]*\}[ \t]*else[ \t]+if/ { printf "%s:%d: %s\n", T, NR, $0; depth = 0; shown = NR }   # "} else if (X) {" opens the block of X, not of the flag
         depth > 0 { if ($0 ~ /[^ \t]/) printf "%s:%d: %s\n", T, NR, $0; depth += opens($0); next }
+        # "if (FLAG) a; else ..." on lines of their own: the else and what it runs (a block, or one statement)
+        pend_else && /^[ \t]*else([^A-Za-z0-9_]|$)/ {
+            printf "%s:%d: %s\n", T, NR, $0; pend_else = 0
+            depth = opens($0); if (depth == 0 && $0 !~ /;[ \t]*$/) pend_stmt = 1
+            next
+        }
+        pend_stmt && /[^ \t]/ { printf "%s:%d: %s\n", T, NR, $0; pend_stmt = 0; depth = opens($0); next }
+        /[^ \t]/ { pend_else = 0 }
         {
             s = $0
             while (s ~ /<[^<>]*>/) gsub(/<[^<>]*>/, "", s)       # template argument lists pass a flag on, they do not read it
@@ -168,6 +176,7 @@ flag_lines() {
             if (shown != NR) printf "%s:%d: %s\n", T, NR, $0
             s = $0; sub(/^[ \t]*\}/, "", s)                # "} else if (FLAG) {" opens the block after it
             depth = opens(s)
+            if (depth == 0 && s ~ /(^|[^A-Za-z0-9_])if[ \t]*(constexpr[ \t]*)?\(/ && s ~ /;[ \t]*$/) pend_else = 1
         }'
 }
 
@@ -258,6 +267,13 @@ if [ "$1" = "--check" ]; then
             echo "FAIL idea/$k: expected a header line ' * Extends: FILE.cu; idea: ...' naming an existing kernel and a non-empty diff, got exit $rc, $lines changed lines: $(head -c 200 "$tmp/err")"
         fi
     done
+    # a flag read as "if (FLAG) a;" with an "else" on the next line: the else's statement is the flag's too
+    # (B11's loops over the items are what PERSIST's "if constexpr (!PERSIST) walk(...); else" runs)
+    if [ -n "$(file_of B11)" ]; then
+        n=$(sh "$0" B11 2>/dev/null | grep -c 'take_item(item, tbh, tjt)')
+        if [ "$n" -eq 3 ]; then echo "PASS idea/else: make idea K=B11 shows the item loops of the 3 else branches (take_item)"
+        else failed=1; echo "FAIL idea/else: make idea K=B11 shows $n of the 3 else branches' item loops (take_item)"; fi
+    fi
     for k in 99 B99 D99 x 12x ""; do
         sh "$0" "$k" >/dev/null 2>"$tmp/err"; rc=$?
         if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ]; then
