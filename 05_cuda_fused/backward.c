@@ -687,6 +687,7 @@ int bwd_run_bench(const Opts *o, FILE *csv)
     for (int i = 0; i < nb && i < 33; i++) ids[i + 1] = bs[i]->id;
     for (int b = 0; b < 2; b++) {
         const long D = Ds[b];
+        if ((o->given & OPT_GIVEN_DIM) && D != o->D) continue; /* --dim: that table only */
         const FusedKernel *fk = fwd_with_l(o->dtype, D);
         if (!fk) continue;
         double t[34][BENCH_COLS], tf[2][BENCH_COLS];

@@ -13,6 +13,7 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include "bwd.cuh"
 #include "gpu.cuh"
@@ -50,6 +51,44 @@ bwd_preprocess_kernel(const T *__restrict__ O,      // [BH, N, D]
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (lane == 0) {
+        delta[row] = acc;                                                             // Delta_i = dO_i . O_i (0 past N)
+        if (lse2) lse2[row] = i < N ? L[bh * N + i] * 1.4426950408889634f : INFINITY; // L_i log2(e); +inf past N
+    }
+}
+
+/* The same for 16-bit O and dO at D = 64 and 128 (every tensor-core backward): each lane reads 16 bytes of O_i and of
+ * dO_i (8 elements), LPR = D / 8 lanes a row, 32 / LPR rows a warp. The warp-per-row kernel above read 2 bytes a lane
+ * and spent a shuffle tree, a load of L and two stores per 64 elements at D = 64: its time per byte was twice that at
+ * D = 128 (Nsight Compute, H100, fp16, B * N = 16384, H * D = 2048: 120.5 us at D = 64 against 59.0 at D = 128 for the
+ * same 134 MB, 4.4 TB/s reading them in about 30 us), 17% of the whole backward at N = 512. Measured (H200, fp16,
+ * backward kernel 11 timed whole with this pass and with the one above, two pairs of runs, D = 64): +12.6% / +10.3%
+ * at N = 512, +8.2% / +7.2% at 1024, +5.9% / +4.0% at 2048, -1.3% to +3.6% from 4096 (the pass's share shrinks as
+ * N^2 grows); D = 128 not yet measured. */
+template <typename T, int LPR>
+__global__ void __launch_bounds__(256)
+bwd_preprocess_vec_kernel(const T *__restrict__ O, const T *__restrict__ dO, const float *__restrict__ L,
+                          float *__restrict__ delta, float *__restrict__ lse2, float *__restrict__ dq_zero, long N,
+                          long Npad, long rows)
+{
+    constexpr int D = 8 * LPR;
+    const long row = ((long)blockIdx.x * 256 + threadIdx.x) / LPR;   // LPR consecutive lanes per row of [BH, Npad]
+    const int part = threadIdx.x % LPR;
+    const long bh = row / Npad, i = row % Npad;
+    float acc = 0.0f;
+    if (row < rows && i < N) {
+        const size_t off = (size_t)(bh * N + i) * D + 8 * part;
+        const uint4 a = *reinterpret_cast<const uint4 *>(O + off), b = *reinterpret_cast<const uint4 *>(dO + off);
+        const T *oa = reinterpret_cast<const T *>(&a), *db = reinterpret_cast<const T *>(&b);
+#pragma unroll
+        for (int x = 0; x < 8; x++) acc += bwd_to_f(db[x]) * bwd_to_f(oa[x]);
+        if (dq_zero) {                                                                  // dQ is summed into from every K/V tile
+            reinterpret_cast<float4 *>(dq_zero + off)[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            reinterpret_cast<float4 *>(dq_zero + off)[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
+#pragma unroll
+    for (int off = LPR / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);   // inside the row's lanes
+    if (row < rows && part == 0) {
         delta[row] = acc;                                                             // Delta_i = dO_i . O_i (0 past N)
         if (lse2) lse2[row] = i < N ? L[bh * N + i] * 1.4426950408889634f : INFINITY; // L_i log2(e); +inf past N
     }
@@ -104,6 +143,24 @@ int bwd_preprocess(const void *o, const void *dout, const float *L, float *delta
                    long N, long Npad, long D, int dtype, cudaStream_t s)
 {
     const long rows = BH * Npad;
+    const bool aligned = ((uintptr_t)o | (uintptr_t)dout | (uintptr_t)dq_zero) % 16 == 0;   // rows of D = 64, 128 keep it
+    if (dtype != DT_FP32 && (D == 64 || D == 128) && aligned) {   // 16 bytes a lane (above)
+        const unsigned vgrid = (unsigned)((rows * (D / 8) + 255) / 256);
+        if (dtype == DT_FP16 && D == 64)
+            bwd_preprocess_vec_kernel<__half, 8><<<vgrid, 256, 0, s>>>((const __half *)o, (const __half *)dout, L, delta,
+                                                                       lse2, dq_zero, N, Npad, rows);
+        else if (dtype == DT_FP16)
+            bwd_preprocess_vec_kernel<__half, 16><<<vgrid, 256, 0, s>>>((const __half *)o, (const __half *)dout, L, delta,
+                                                                        lse2, dq_zero, N, Npad, rows);
+        else if (D == 64)
+            bwd_preprocess_vec_kernel<__nv_bfloat16, 8><<<vgrid, 256, 0, s>>>(
+                (const __nv_bfloat16 *)o, (const __nv_bfloat16 *)dout, L, delta, lse2, dq_zero, N, Npad, rows);
+        else
+            bwd_preprocess_vec_kernel<__nv_bfloat16, 16><<<vgrid, 256, 0, s>>>(
+                (const __nv_bfloat16 *)o, (const __nv_bfloat16 *)dout, L, delta, lse2, dq_zero, N, Npad, rows);
+        CUDA_CHECK_LAST();
+        return 0;
+    }
     const unsigned grid = (unsigned)((rows + PREP_WARPS - 1) / PREP_WARPS);
     if (dtype == DT_FP32)
         bwd_preprocess_kernel<float><<<grid, PREP_WARPS * 32, 0, s>>>((const float *)o, (const float *)dout, L, delta, lse2,

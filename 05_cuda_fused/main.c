@@ -462,6 +462,7 @@ static int run_bench(const Opts *o, FILE *csv)
     for (int i = 0; i < nk && i < 32; i++) ids[i + 1] = ks[i]->id;
     for (int b = 0; b < 2; b++) {
         long D = Ds[b];
+        if ((o->given & OPT_GIVEN_DIM) && D != o->D) continue; /* --dim: that table only */
         /* one row per method; measure column by column so inputs are made once per N */
         double t[33][BENCH_COLS];
         int have[33];
@@ -771,6 +772,8 @@ int main(int argc, char **argv)
         return report_finish();
     }
     if (o.check && o.kernel != o.kernel_last) usage_error("option --kernel: --check takes one kernel, not the range %ld-%ld", o.kernel, o.kernel_last);
+    if (bench && (o.given & OPT_GIVEN_DIM) && o.D != 64 && o.D != 128)
+        usage_error("option --dim: --bench times D = 64 and 128 (FlashAttention's shapes); --dim picks one of them, not %ld", o.D);
     if (!bench) opts_gpu_grid(&o, 16); /* the smallest row tile of any kernel; --bench chooses its own shapes */
     if (!bench && !backward && !dim_ok(o.dtype, o.D))
         usage_error("option --dim: %ld is not supported in %s (fp32 kernels: 8..128 in steps of 8; fp16/bf16 "

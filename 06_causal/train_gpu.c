@@ -34,7 +34,7 @@ static FILE *gpu_setup(const Opts *o, const TrainOpts *t, TrainSetup *s, Corpus 
     if (t->big) {
         if (!(o->given & 1)) ob.B = 4;
         if (!(o->given & 2)) ob.H = 6;
-        if (!(o->given & 8)) ob.D = 64;
+        if (!(o->given & OPT_GIVEN_DIM)) ob.D = 64;
         if (!(o->given & 4)) ob.N = 16384;
         if (!t->layers_given) tb.layers = 6;
     }
