@@ -641,6 +641,7 @@ static void usage(const Opts *o)
            "The fused CUDA kernels, checked and timed against naive cuBLAS attention (book Step 7).\n");
     print_common_usage(o);
     printf("  --bench                FlashAttention's benchmark shapes (batch = 16384/N, heads = 2048/D), TFLOP/s table\n"
+           "                         at D = 64 and 128 (--dim 64 or 128: that one only)\n"
            "  --backward             the backward kernels (dQ, dK, dV) vs the naive cuBLAS backward; with --bench: at\n"
            "                         the benchmark shapes; with --check: only the backward's checks; --kernel N: backward kernel N\n"
            "  --do FILE.npy          with --backward and --q --k --v: dO = dLoss/dO ([B,H,N,D]); --out-dq/--out-dk/--out-dv\n"
