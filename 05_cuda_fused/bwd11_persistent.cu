@@ -43,7 +43,7 @@
  * 2026-11-26): +5.4%, +3.0%, +1.1% at D = 64, N = 512, 1024, 2048; +2.0%,
  * +1.0% at D = 128, N = 512, 1024; causal +7.6%, +5.1%, +2.9% and +3.2%,
  * +1.7%: the shorter N, the more a block's start and end weigh. From
- * N = 4096 at D = 128 it is 0.7-2.6% slower (bf16 1.4-1.5%), and the same
+ * N = 2048 at D = 128 it is 0.7-2.6% slower (bf16 from 4096, 1.4-1.5%), and the same
  * with a grid of one block per item (the tickets still handed out by the
  * counter), so the cost is in the item loop's code or its waits, not in the
  * schedule; kernels 5-10 keep their machine code (the roles' work is the
