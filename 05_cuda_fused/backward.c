@@ -816,6 +816,8 @@ int bwd_run_sanitize(const Opts *o)
                 bp_make(&p, 4, 24, 257, D, DT_FP16, causal, 11);
                 problem_need_L(&p);
                 if (fk->launch_l(p.Q, p.K, p.V, p.O, p.L, p.B, p.H, p.N, D, DT_FP16, causal, NULL) != 0) return EXIT_FAIL;
+                gpu_sync_check();
+                printf("ran kernel %d with L fp16 B=4 H=24 N=257 D=%ld%s\n", fk->id, D, causal ? " causal" : "");
                 if (san_run(bs[i], &p, " B=4 H=24 (several K/V tiles per block)") != 0) return EXIT_FAIL;
                 ran++;
                 problem_free(&p);

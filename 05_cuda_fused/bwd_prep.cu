@@ -144,7 +144,7 @@ int bwd_preprocess(const void *o, const void *dout, const float *L, float *delta
 {
     const long rows = BH * Npad;
     const bool aligned = ((uintptr_t)o | (uintptr_t)dout | (uintptr_t)dq_zero) % 16 == 0;   // rows of D = 64, 128 keep it
-    if (dtype != DT_FP32 && (D == 64 || D == 128) && aligned) {   // 16 bytes a lane (above)
+    if ((dtype == DT_FP16 || dtype == DT_BF16) && (D == 64 || D == 128) && aligned) {   // 16 bytes a lane (above)
         const unsigned vgrid = (unsigned)((rows * (D / 8) + 255) / 256);
         if (dtype == DT_FP16 && D == 64)
             bwd_preprocess_vec_kernel<__half, 8><<<vgrid, 256, 0, s>>>((const __half *)o, (const __half *)dout, L, delta,

@@ -928,6 +928,7 @@ static int fp8_bench(const Opts *o, FILE *csv)
     for (int x = 0; x < nk; x++) printf(" kernel %-2d fp8   ", ks[x]->id);
     printf(" kernel 14 fp16   best fp8/fp16  + quantize (block / Hadamard)\n");
     for (long D = 64; D <= 128; D *= 2) {
+        if ((o->given & OPT_GIVEN_DIM) && D != o->D) continue; /* --dim: that D only */
         const long qbh = 2048 / D * 16384 / 8192, qN = 8192;     /* B*H*N*D of every bench shape: the same bytes */
         const size_t nq = (size_t)qbh * qN * D;
         float *hq = xmalloc(nq * 4, "Q for the quantizer's timing"), *hk = xmalloc(nq * 4, "K"), *hv = xmalloc(nq * 4, "V");

@@ -641,7 +641,7 @@ static void usage(const Opts *o)
            "The fused CUDA kernels, checked and timed against naive cuBLAS attention (book Step 7).\n");
     print_common_usage(o);
     printf("  --bench                FlashAttention's benchmark shapes (batch = 16384/N, heads = 2048/D), TFLOP/s table\n"
-           "                         at D = 64 and 128 (--dim 64 or 128: that one only)\n"
+           "                         at D = 64 and 128 (--dim 64 or 128: that one only; --decode --bench: its own shapes)\n"
            "  --backward             the backward kernels (dQ, dK, dV) vs the naive cuBLAS backward; with --bench: at\n"
            "                         the benchmark shapes; with --check: only the backward's checks; --kernel N: backward kernel N\n"
            "  --do FILE.npy          with --backward and --q --k --v: dO = dLoss/dO ([B,H,N,D]); --out-dq/--out-dk/--out-dv\n"
@@ -762,7 +762,7 @@ int main(int argc, char **argv)
         if (o.kernel && (o.kernel != o.kernel_last || o.kernel < 15 || o.kernel > 17))
             usage_error("option --kernel: the FP8 kernels are 15, 16 and 17 (one of them), not %ld%s", o.kernel,
                         o.kernel != o.kernel_last ? "-..." : "");
-        if (!bench && !errors && !o.check && o.D != 64 && o.D != 128)
+        if (((!bench && !errors && !o.check) || (bench && (o.given & OPT_GIVEN_DIM))) && o.D != 64 && o.D != 128)
             usage_error("option --dim: %ld is not supported in fp8 (kernels 15-17: 64 or 128)", o.D);
         if (!bench) opts_gpu_grid(&o, 16);
         return fp8_main(&o, bench, errors, sanitize, 1);
