@@ -329,7 +329,8 @@ static void check_case(long only, int dt, long B, long H, long N, long D, int ca
         for (int g = 0; g < 3; g++) tol[g] = grad_tol(dt, naive_err[g], r.gmax);
         size_t wsb = kb->workspace(B, H, N, D, dt);
         void *ws = dmalloc(wsb ? wsb : 1, "backward workspace");
-        snprintf(name, sizeof name, "bwd%d %s B=%ld H=%ld N=%ld D=%ld%s", kb->id, dtype_name(dt), B, H, N, D, tag);
+        snprintf(name, sizeof name, "bwd%d %s B=%ld H=%ld N=%ld D=%ld%s", kb->id, dtype_name(dt), B, H, N, D,
+                 causal ? " causal" : ""); /* the batch is in the name already: not the tag's */
         Err e[3];
         poison_grads(&p);
         dpoison(ws, wsb / 4, DT_FP32);
