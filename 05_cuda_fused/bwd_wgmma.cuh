@@ -172,11 +172,12 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
      * follows an mbarrier between the threads that arrive and wait, as
      * kernel 18 found). The tickets go in the order of kernel 10's blocks, so
      * a block that ends early takes the next longest causal tile left, as the
-     * hardware's block scheduler does for kernel 10. Every role's work on one
-     * item is a lambda (produce, vecs, send, walk), called once by kernels
-     * 5-10, whose machine code is then what it was before kernel 11 (the
-     * .text of each instance compared byte for byte), and in a loop by
-     * kernel 11. */
+     * hardware's block scheduler does for kernel 10. The producer's roles
+     * keep their work on one item in a lambda (produce, vecs, send), called
+     * once by kernels 5-10 and in a loop by kernel 11; the consumers' walk is
+     * the body of a do-while loop that kernels 5-10 run once (below). So the
+     * machine code of kernels 5-10 is what it was before kernel 11: the .text
+     * of each of their 24 instances compared byte for byte. */
     auto take_item = [&](long item, long &tbh, long &tjt) -> bool {   // false past the last
         const int slot = (int)(item % 2);
         mbar_wait(full_t + 8 * slot, (int)((item / 2) & 1));
@@ -317,8 +318,20 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
     const uint32_t k_w = base + C::OFF_K + 64 * wg * 128, v_w = base + C::OFF_V + 64 * wg * 128;  // K_w, V_w: rows 64 wg..
     const int qblk = QB == 2 ? wg : 0, dblk = DB == 2 ? wg : 0;
 
-    /* one item, the walk of K/V tile jt of head bh over its row tiles (it: the ring's count, on across kernel 11's items) */
-    auto walk = [&](long bh, long jt, long it0, int kv_phase) -> long {
+    /* Item after item (kernel 11) or the block's one (kernels 5-10: `while (PERSIST)` ends it), the walk of K/V tile
+     * jt of head bh over its row tiles; it: the ring's count, on across kernel 11's items. Not a lambda, as the
+     * producer's roles are: with the walk a lambda called once, nvcc compiled kernels 5 and 6 differently (128 to
+     * 384 bytes more code each, the same instructions scheduled otherwise) and kernel 5 ran 14% and 5% slower (D = 64,
+     * 128) beside kernel 7 than before kernel 11 (H200, the seventh session's race against the third's); written as
+     * this loop they are again byte for byte what they were, and kernel 11 what it was as a lambda in a loop. */
+    long it = 0, item = 0;
+    do {
+        long item_bh = bh, item_jt = jt;
+        if constexpr (PERSIST) {
+            if (!take_item(item, item_bh, item_jt)) break;   // past the last ticket
+        }
+        const long bh = item_bh, jt = item_jt;           // this item's (kernels 5-10: the block's, as above)
+        const int kv_phase = (int)(item & 1);             // K_j, V_j's phase on kv_full
         const long j0 = jt * BC, i_begin = causal ? j0 / BR * BR : 0;
         const long kw0 = j0 + 64 * wg;                // this warpgroup's 64 keys
         const long key0 = kw0 + 16 * wiw + g;         // this lane's keys: key0 (accumulator rows g) and key0 + 8
@@ -361,7 +374,6 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
          * resources"). */
         static_assert(!OVERLAP || MASK_BRANCH, "kernel 8 extends kernel 7");
         constexpr bool EARLY_DV = OVERLAP && D == 128;
-        long it = it0;
         for (long i0 = i_begin; i0 < N; i0 += BR, it++) {
             const int st = (int)(it % STAGES), use = (int)((it / STAGES) & 1);
             const uint32_t q_s = base + C::OFF_Q + 2 * st * C::ROW_TILE, do_s = q_s + C::ROW_TILE;
@@ -582,16 +594,8 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
                 }
             }
         }
-        return it;
-    };
-    long it = 0;
-    if constexpr (!PERSIST) walk(bh, jt, 0, 0);
-    else                                          // kernel 11: the items in the ticket ring's order
-        for (long item = 0;; item++) {
-            long tbh, tjt;
-            if (!take_item(item, tbh, tjt)) break;
-            it = walk(tbh, tjt, it, (int)(item & 1));
-        }
+        item++;
+    } while (PERSIST);
 #else
     (void)lse2, (void)delta, (void)dq_acc, (void)dK, (void)dV, (void)N, (void)Npad, (void)kv_tiles, (void)causal;
     (void)scale_log2, (void)scale, (void)tm_k, (void)tm_v, (void)tm_q, (void)tm_do, (void)items, (void)ticket0;
