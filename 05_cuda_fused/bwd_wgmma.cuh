@@ -1,13 +1,15 @@
 /*
- * bwd_wgmma.cuh: the Hopper backward of backward kernels 5-11
+ * bwd_wgmma.cuh: the Hopper backward of backward kernels 5-12
  * (FlashAttention-3's scheme: wgmma, the TMA, warp specialisation), written
- * once; the files set its six parameters and say what each changes: BULK
+ * once; the files set its seven parameters and say what each changes: BULK
  * (kernel 6: how dQ's part leaves the block), MASK_BRANCH (kernel 7: the
  * masks only in the row tiles that need them), OVERLAP (kernel 8: p^T
  * computed while dp^T is on the tensor cores), DET (kernel 9: dQ's parts
  * added in a fixed order), WRITER (kernel 10: dQ's additions sent by the
  * producer's idle warps), PERSIST (kernel 11: one block per SM taking K/V
- * tiles from a counter). Built only for sm_90a, like forward kernels 10-19.
+ * tiles from a counter), NEXT_S (kernel 12: each row tile's dQ product
+ * issued at the next tile's start, with its s^T). Built only for sm_90a,
+ * like forward kernels 10-19.
  *
  * One block owns a K/V tile of BC = 128 keys and walks the row tiles, as
  * bwd_mma.cuh's kernels do (flash_backward.c's loops: K/V tile outside, row
@@ -118,11 +120,40 @@ template <int D, bool BULK, bool WRITER = false, bool PERSIST = false> struct Bw
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 
+/* dQ_i's part of consumer warpgroup (qblk, dblk): this warpgroup's 64 x 64 of ds K_j, k = the BC keys (ds^T read
+ * MN-major from its buffer, K_j MN-major), issued, not committed. */
+template <typename T, int BC>
+__device__ __forceinline__ void bwd_issue_dq(float *dq, uint32_t ds_buf, uint32_t k_tile, int qblk, int dblk, bool whole = true)
+{
+#pragma unroll
+    for (int ks = 0; ks < BC / 16; ks++)
+        if (ks == 0 || whole)
+            wgmma_ss<T, 64, 1, 1>(dq, make_desc(ds_buf + qblk * BC * 128 + ks * 2048, BC * 128, 1024),
+                              make_desc(k_tile + dblk * BC * 128 + ks * 2048, BC * 128, 1024), ks > 0);
+}
+
+/* Kernels 10-12 (WRITER): warpgroup wg's dQ part into shared memory in the accumulator's tiled layout, once its
+ * writer warp has sent the last one (named barrier 6 + wg), then handed to it (4 + wg). Row 16 wiw + g + 8 h,
+ * column 8 n + 2 t. */
+__device__ __forceinline__ void bwd_put_dq(float *dq_s, const float *dq, int wg, int wiw, int g, int t)
+{
+    asm volatile("bar.sync %0, 160;\n" ::"r"(6 + wg) : "memory");   // the buffer is free
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+            *reinterpret_cast<float2 *>(dq_s + bwd_dq_tiled_off(16 * wiw + g + 8 * h, 8 * n + 2 * t)) =
+                make_float2(dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
+    fence_proxy_async();                          // the stores, read next by the copy engine
+    asm volatile("bar.arrive %0, 160;\n" ::"r"(4 + wg) : "memory");  // the part is in
+}
+
 /* Backward kernel 11 (PERSIST): the tickets, one per (head, K/V tile), from one counter for every launch of the
  * file's instances (the launcher knows where each launch's start: ticket0); as kernel 18's g_tickets. */
 static __device__ unsigned g_bwd_tickets;
 
-template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER, bool PERSIST = false>
+template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER, bool PERSIST = false,
+          bool NEXT_S = false>
 __global__ void __launch_bounds__(BwdWg<D, BULK, WRITER, PERSIST>::THREADS, 1)
 bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf past N (bwd_prep.cu)
           const float *__restrict__ delta,   // [B, H, Npad] Delta = dO . O, 0 past N
@@ -373,24 +404,44 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
          * serialised every wgmma of the kernel, "insufficient register
          * resources"). */
         static_assert(!OVERLAP || MASK_BRANCH, "kernel 8 extends kernel 7");
+        static_assert(!NEXT_S || (OVERLAP && WRITER), "kernel 12 extends kernel 11");
         constexpr bool EARLY_DV = OVERLAP && D == 128;
+        /* Kernel 12 (NEXT_S): dQ_i += ds K_j goes to the tensor cores at the start of row tile i + 1, with its s^T and
+         * dp^T, and its part is stored while they run (kernels 10-11: dQ's product waited for at the end of tile i,
+         * its part stored, the barriers passed and the next stage waited for with the tensor cores idle). */
         for (long i0 = i_begin; i0 < N; i0 += BR, it++) {
             const int st = (int)(it % STAGES), use = (int)((it / STAGES) & 1);
             const uint32_t q_s = base + C::OFF_Q + 2 * st * C::ROW_TILE, do_s = q_s + C::ROW_TILE;
             const uint32_t ds_s = base + C::OFF_DS + (int)(it & 1) * C::DS_TILE;
             const float *lse_s = vec_s + st * 2 * BR, *dl_s = lse_s + BR;
-            mbar_wait(full + 8 * st, use);            // Q_i, dO_i, L_i, Delta_i have landed
+            if constexpr (!NEXT_S) mbar_wait(full + 8 * st, use);   // Q_i, dO_i, L_i, Delta_i have landed
 
             /* s^T = K_w Q_i^T and dp^T = V_w dO_i^T: k = the head dim, 4 steps per 64 columns (32 bytes each).
              * Kernel 8 commits them as two groups, so that it can wait for s^T alone. */
             float s[BR / 2], dp[BR / 2];
+            float dq_last[NEXT_S ? 32 : 1];           // kernel 12: the last row tile's dQ part
             wgmma_fence();
+            if constexpr (NEXT_S) {
+                /* Kernel 12: the last row tile's dQ first (it needs no new stage). In the walk's first row tile there
+                 * is none: one k step of it still runs, on whatever ds^T buffer holds, and is thrown away, so that
+                 * dq_last is written by the tensor cores on every path (written conditionally, ptxas serialised
+                 * every wgmma of the kernel: "insufficient register resources"). 1/8 of a product per walk. */
+                bwd_issue_dq<T, BC>(dq_last, base + C::OFF_DS + (int)((it - 1) & 1) * C::DS_TILE, base + C::OFF_K, qblk, dblk,
+                                    i0 > i_begin);
+                wgmma_commit();
+                mbar_wait(full + 8 * st, use);        // Q_i, dO_i, L_i, Delta_i have landed
+            }
 #pragma unroll
             for (int ks = 0; ks < D / 16; ks++) {
                 const int off_kv = (ks / 4) * BC * 128 + (ks % 4) * 32, off_q = (ks / 4) * BR * 128 + (ks % 4) * 32;
                 wgmma_ss<T, BR, 0, 0>(s, make_desc(k_w + off_kv, 16, 1024), make_desc(q_s + off_q, 16, 1024), ks > 0);
             }
             if constexpr (OVERLAP) wgmma_commit();
+            if constexpr (NEXT_S) {                   // the last tile's dQ is in: its part to the writer, under s^T
+                wgmma_wait<1>();
+                if (i0 > i_begin) bwd_put_dq(reinterpret_cast<float *>(base_ptr + C::OFF_DQ) + wg * 64 * 64, dq_last, wg, wiw, g, t);
+                wgmma_fence();
+            }
 #pragma unroll
             for (int ks = 0; ks < D / 16; ks++) {
                 const int off_kv = (ks / 4) * BC * 128 + (ks % 4) * 32, off_q = (ks / 4) * BR * 128 + (ks % 4) * 32;
@@ -489,6 +540,11 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
              * tile it - 1's dQ (wgmma_wait<0>), so tile it + 1 may overwrite
              * ds^T[(it + 1) % 2]. */
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            if constexpr (NEXT_S) {                   // dQ_i at the next tile's start, or after the walk
+                wgmma_wait<0>();                      // dV, dK in: this thread is done with stage st (as below)
+                mbar_arrive(empty + 8 * st);
+                continue;
+            }
 
             /* dQ_i += ds_tile K_j, this warpgroup's 64 x 64 of it: k = the BC keys. */
             float dq[32];
@@ -580,6 +636,16 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
             }
         }
 
+        if constexpr (NEXT_S) {                       // the walk's last dQ
+            if (i_begin < N) {
+                float dq[32];
+                wgmma_fence();
+                bwd_issue_dq<T, BC>(dq, base + C::OFF_DS + (int)((it - 1) & 1) * C::DS_TILE, base + C::OFF_K, qblk, dblk);
+                wgmma_commit();
+                wgmma_wait<0>();
+                bwd_put_dq(reinterpret_cast<float *>(base_ptr + C::OFF_DQ) + wg * 64 * 64, dq, wg, wiw, g, t);
+            }
+        }
         if constexpr (PERSIST) mbar_arrive(kv_empty);   // kernel 11: K_j, V_j read for the last time; the next item's may load
         if constexpr (BULK) bulk_wait_all();          // the engine's adds all done (and so its reads of shared memory)
         T *dKh = dK + bh * N * D, *dVh = dV + bh * N * D;
@@ -628,7 +694,7 @@ static inline size_t bwd_wgmma_workspace_det(long B, long H, long N, long D, int
  * block one past the end), as kernel 18's g_ticket0. Two launches of kernel 11 must not run at once. */
 static unsigned g_bwd_ticket0;
 
-template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER, bool PERSIST>
+template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER, bool PERSIST, bool NEXT_S>
 static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
                                const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, int dtype,
                                int causal, cudaStream_t s)
@@ -639,7 +705,7 @@ static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void 
     static KvMaps kv, qo;                         // K, V in boxes of BC rows; Q (.k), dO (.v) in boxes of BR (tma_map.cuh)
     if (kv.get(k, v, B * H, N, D, C::BC, dtype, who) || qo.get(q, dout, B * H, N, D, C::BR, dtype, who))
         return -1;
-    auto kernel = bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST>;
+    auto kernel = bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, NEXT_S>;
     if (smem_opt_in(kernel, C::bytes, "backward kernel", id, D)) return -1;
     static int sms = 0;                           // kernel 11: one block per SM, asked once
     if (PERSIST && sms == 0) {
@@ -669,7 +735,7 @@ static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void 
     return bwd_convert_dq(dq_acc, dq, (size_t)BH * N * D, scale, dtype, s);   // dQ = dQ_acc / sqrt(D)
 }
 
-template <bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER = false, bool PERSIST = false>
+template <bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER = false, bool PERSIST = false, bool NEXT_S = false>
 static int bwd_wgmma_launch(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
                             const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D,
                             int dtype, int causal, void *stream)
@@ -677,29 +743,30 @@ static int bwd_wgmma_launch(int id, const void *q, const void *k, const void *v,
     cudaStream_t s = (cudaStream_t)stream;
     if (wgmma_refused()) return -1;
     if (dtype == DT_FP16 && D == 64)
-        return bwd_wgmma_launch_dt<64, __half, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<64, __half, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, NEXT_S>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_FP16 && D == 128)
-        return bwd_wgmma_launch_dt<128, __half, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<128, __half, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, NEXT_S>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 64)
-        return bwd_wgmma_launch_dt<64, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<64, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, NEXT_S>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 128)
-        return bwd_wgmma_launch_dt<128, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<128, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, NEXT_S>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     fprintf(stderr, "%s: backward kernel %d takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, id, dtype_name(dtype), D);
     return -1;
 }
 
-template <bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER = false, bool PERSIST = false>
+template <bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER = false, bool PERSIST = false, bool NEXT_S = false>
 static void bwd_wgmma_describe(long D, char *buf, size_t n)
 {
     using C64 = BwdWg<64, BULK, WRITER, PERSIST>;
     using C128 = BwdWg<128, BULK, WRITER, PERSIST>;
     snprintf(buf, n, "%s1 producer + 2 consumer warpgroups (%d/%d registers) x 64 keys (BC=%d), row tiles of BR=%d by TMA in a "
-             "2-stage ring, the 5 products on wgmma%s%s, dQ by %s, %zu bytes of shared memory",
+             "2-stage ring, the 5 products on wgmma%s%s%s, dQ by %s, %zu bytes of shared memory",
              PERSIST ? "one block per SM taking K/V tiles from a counter, the next one loading under this one's end; " : "",
              C64::REG_PRODUCER,
              C64::REG_CONSUMER, C64::BC, D == 64 ? C64::BR : C128::BR,
              MASK_BRANCH ? ", the masks only in the row tiles that need them" : "",
              !OVERLAP ? "" : D == 128 ? " (p^T under dp^T's product, ds^T under dV's)" : " (p^T under dp^T's product)",
+             NEXT_S ? "; each row tile's dQ issued with the next one's s^T and dp^T" : "",
              BULK ? "the copy engine's bulk reduce-add"
              : WRITER ? "one bulk reduce-add per 64 x 64 part, sent by a producer warp (2 writer warps)"
              : DET ? "fp32 red.global.add in the order of the K/V tiles (a counter per row tile): deterministic"
