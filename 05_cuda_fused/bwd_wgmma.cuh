@@ -121,15 +121,28 @@ template <int D, bool BULK, bool WRITER = false, bool PERSIST = false> struct Bw
 };
 
 /* dQ_i's part of consumer warpgroup (qblk, dblk): this warpgroup's 64 x 64 of ds K_j, k = the BC keys (ds^T read
- * MN-major from its buffer, K_j MN-major), issued, not committed. */
-template <typename T, int BC>
+ * MN-major from its buffer, K_j MN-major), issued, not committed. Kernel 12's loop: ONE_STEP_IF_NOT_WHOLE, only
+ * the first k step when !whole (below: why), with the fences ptxas would otherwise add itself, and say so as it
+ * builds ("warpgroup.arrive is injected"), where the branch leaves the products and where the paths meet again. */
+template <typename T, int BC, bool ONE_STEP_IF_NOT_WHOLE = false>
 __device__ __forceinline__ void bwd_issue_dq(float *dq, uint32_t ds_buf, uint32_t k_tile, int qblk, int dblk, bool whole = true)
 {
-#pragma unroll
-    for (int ks = 0; ks < BC / 16; ks++)
-        if (ks == 0 || whole)
-            wgmma_ss<T, 64, 1, 1>(dq, make_desc(ds_buf + qblk * BC * 128 + ks * 2048, BC * 128, 1024),
+    auto step = [&](int ks) {
+        wgmma_ss<T, 64, 1, 1>(dq, make_desc(ds_buf + qblk * BC * 128 + ks * 2048, BC * 128, 1024),
                               make_desc(k_tile + dblk * BC * 128 + ks * 2048, BC * 128, 1024), ks > 0);
+    };
+    if constexpr (!ONE_STEP_IF_NOT_WHOLE) {
+#pragma unroll
+        for (int ks = 0; ks < BC / 16; ks++) step(ks);
+    } else {
+        step(0);
+        if (whole) {
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 1; ks < BC / 16; ks++) step(ks);
+        }
+        wgmma_fence();
+    }
 }
 
 /* Kernels 10-12 (WRITER): warpgroup wg's dQ part into shared memory in the accumulator's tiled layout, once its
@@ -426,10 +439,11 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
                  * is none: one k step of it still runs, on whatever ds^T buffer holds, and is thrown away, so that
                  * dq_last is written by the tensor cores on every path (written conditionally, ptxas serialised
                  * every wgmma of the kernel: "insufficient register resources"). 1/8 of a product per walk. */
-                bwd_issue_dq<T, BC>(dq_last, base + C::OFF_DS + (int)((it - 1) & 1) * C::DS_TILE, base + C::OFF_K, qblk, dblk,
+                bwd_issue_dq<T, BC, true>(dq_last, base + C::OFF_DS + (int)((it - 1) & 1) * C::DS_TILE, base + C::OFF_K, qblk, dblk,
                                     i0 > i_begin);
                 wgmma_commit();
                 mbar_wait(full + 8 * st, use);        // Q_i, dO_i, L_i, Delta_i have landed
+                wgmma_fence();
             }
 #pragma unroll
             for (int ks = 0; ks < D / 16; ks++) {
