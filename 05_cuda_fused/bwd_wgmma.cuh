@@ -582,17 +582,8 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
             if constexpr (WRITER) {
                 /* Kernel 10: the part into shared memory in the accumulator's
                  * tiled layout, once the writer warp has sent the last one; the
-                 * writer sends it. Row 16 wiw + g + 8 h, column 8 n + 2 t. */
-                float *dq_s = reinterpret_cast<float *>(base_ptr + C::OFF_DQ) + wg * 64 * 64;
-                asm volatile("bar.sync %0, 160;\n" ::"r"(6 + wg) : "memory");   // the buffer is free
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-#pragma unroll
-                    for (int n = 0; n < 8; n++)
-                        *reinterpret_cast<float2 *>(dq_s + bwd_dq_tiled_off(16 * wiw + g + 8 * h, 8 * n + 2 * t)) =
-                            make_float2(dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
-                fence_proxy_async();                  // the stores, read next by the copy engine
-                asm volatile("bar.arrive %0, 160;\n" ::"r"(4 + wg) : "memory");  // the part is in
+                 * writer sends it. */
+                bwd_put_dq(reinterpret_cast<float *>(base_ptr + C::OFF_DQ) + wg * 64 * 64, dq, wg, wiw, g, t);
             } else if constexpr (BULK) {
                 /* This warp's 16 rows of the part to shared memory, then one bulk
                  * reduce-add per row (64 floats, 256 bytes) by lanes 0-15. */
