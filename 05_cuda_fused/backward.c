@@ -805,10 +805,11 @@ int bwd_run_sanitize(const Opts *o)
                     problem_free(&p);
                 }
         }
-    /* Backward kernel 11 once more where its blocks take several K/V tiles each (B = 4, H = 24, N = 257: 288 tiles,
-     * more than any GPU's SMs): the ticket ring, kv_empty and a second item's K_j, V_j are only exercised there. */
+    /* The persistent backward kernels (11, 12) once more where their blocks take several K/V tiles each (B = 4,
+     * H = 24, N = 257: 288 tiles, more than any GPU's SMs): the ticket ring, kv_empty and a second item's K_j, V_j
+     * are only exercised there. */
     for (int i = 0; i < nb; i++) {
-        if (bs[i]->id < 11 || !opts_kernel(o, bs[i]->id)) continue;   /* the persistent kernels, 11 and 12 */
+        if (bs[i]->id < 11 || !opts_kernel(o, bs[i]->id)) continue;
         for (long D = 64; D <= 128; D += 64) {
             const FusedKernel *fk = fwd_with_l(DT_FP16, D);
             if (!fk || !bwd_runs(bs[i], DT_FP16, D) || !bwd_fits(bs[i], DT_FP16, D)) continue;

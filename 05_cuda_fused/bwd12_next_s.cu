@@ -30,8 +30,8 @@
  * ds^T buffer holds, thrown away), so that dQ's registers are written by
  * the tensor cores on every path: issued under a branch, ptxas serialised
  * every wgmma of the kernel ("insufficient register resources"); with s^T
- * instead carried across the loop's back edge, it waited at the end of
- * every row tile (warpgroup.wait injected). ptxas -v and the SASS say which:
+ * instead issued at a tile's end and carried across the loop's back edge,
+ * it injected waits and serialised them too. ptxas -v and the SASS say which:
  * kernel 12 has 20 WARPGROUP.DEPBAR for 164 HGMMA (kernel 11: 12 for 128),
  * spills as kernel 11's (24-28 bytes, the producer's).
  *

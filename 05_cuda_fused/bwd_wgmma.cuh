@@ -452,6 +452,8 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
             }
             if constexpr (OVERLAP) wgmma_commit();
             if constexpr (NEXT_S) {                   // the last tile's dQ is in: its part to the writer, under s^T
+                /* (This wait comes before this tile's named barrier, so ds^T[(it - 1) % 2] is read before the next
+                 * tile overwrites it: the double buffer's argument below holds.) */
                 wgmma_wait<1>();
                 if (i0 > i_begin) bwd_put_dq(reinterpret_cast<float *>(base_ptr + C::OFF_DQ) + wg * 64 * 64, dq_last, wg, wiw, g, t);
                 wgmma_fence();
