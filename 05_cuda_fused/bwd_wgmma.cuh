@@ -7,7 +7,7 @@
  * computed while dp^T is on the tensor cores), DET (kernel 9: dQ's parts
  * added in a fixed order), WRITER (kernel 10: dQ's additions sent by the
  * producer's idle warps), PERSIST (kernel 11: one block per SM taking K/V
- * tiles from a counter), NEXT_S (kernel 12: each row tile's dQ product
+ * tiles from a counter), LATE_DQ (kernel 12: each row tile's dQ product
  * issued at the next tile's start, with its s^T). Built only for sm_90a,
  * like forward kernels 10-19.
  *
@@ -15,14 +15,14 @@
  * bwd_mma.cuh's kernels do (flash_backward.c's loops: K/V tile outside, row
  * tiles inside). It has three warpgroups:
  *   - a producer: its thread 0 issues the copies, K_j and V_j once, then
- *     Q_i and dO_i by tensor map (kernel 11's TMA, 128-byte swizzle) into a
- *     2-stage ring on mbarriers full/empty (kernel 12's ring); its warp 1
+ *     Q_i and dO_i by tensor map (forward kernel 11's TMA, 128-byte swizzle)
+ *     into a 2-stage ring on mbarriers full/empty (forward kernel 12's ring); its warp 1
  *     stores L_i and Delta_i into the same stage with ordinary loads and
  *     stores (the consumers' loop says why not the TMA); warps 2-3 idle
  *     (kernel 10: each sends one consumer's dQ parts);
  *   - two consumers, 64 keys each (wgmma's M = 64 rows), that only compute.
- * setmaxnreg gives the producer 24 registers and each consumer 240 (kernel
- * 12's split of the block's 384 x 168).
+ * setmaxnreg gives the producer 24 registers and each consumer 240 (forward
+ * kernel 12's split of the block's 384 x 168).
  *
  * A consumer warpgroup's five products per row tile, each one wgmma per k step
  * (wgmma.cuh: SS = both operands from shared memory, RS = A from registers):
@@ -166,7 +166,7 @@ __device__ __forceinline__ void bwd_put_dq(float *dq_s, const float *dq, int wg,
 static __device__ unsigned g_bwd_tickets;
 
 template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER, bool PERSIST = false,
-          bool NEXT_S = false>
+          bool LATE_DQ = false>
 __global__ void __launch_bounds__(BwdWg<D, BULK, WRITER, PERSIST>::THREADS, 1)
 bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf past N (bwd_prep.cu)
           const float *__restrict__ delta,   // [B, H, Npad] Delta = dO . O, 0 past N
@@ -417,9 +417,9 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
          * serialised every wgmma of the kernel, "insufficient register
          * resources"). */
         static_assert(!OVERLAP || MASK_BRANCH, "kernel 8 extends kernel 7");
-        static_assert(!NEXT_S || (OVERLAP && WRITER), "kernel 12 extends kernel 11");
+        static_assert(!LATE_DQ || (OVERLAP && WRITER), "kernel 12 extends kernel 11");
         constexpr bool EARLY_DV = OVERLAP && D == 128;
-        /* Kernel 12 (NEXT_S): dQ_i += ds K_j goes to the tensor cores at the start of row tile i + 1, with its s^T and
+        /* Kernel 12 (LATE_DQ): dQ_i += ds K_j goes to the tensor cores at the start of row tile i + 1, with its s^T and
          * dp^T, and its part is stored while they run (kernels 10-11: dQ's product waited for at the end of tile i,
          * its part stored, the barriers passed and the next stage waited for with the tensor cores idle). */
         for (long i0 = i_begin; i0 < N; i0 += BR, it++) {
@@ -427,14 +427,14 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
             const uint32_t q_s = base + C::OFF_Q + 2 * st * C::ROW_TILE, do_s = q_s + C::ROW_TILE;
             const uint32_t ds_s = base + C::OFF_DS + (int)(it & 1) * C::DS_TILE;
             const float *lse_s = vec_s + st * 2 * BR, *dl_s = lse_s + BR;
-            if constexpr (!NEXT_S) mbar_wait(full + 8 * st, use);   // Q_i, dO_i, L_i, Delta_i have landed
+            if constexpr (!LATE_DQ) mbar_wait(full + 8 * st, use);   // Q_i, dO_i, L_i, Delta_i have landed
 
             /* s^T = K_w Q_i^T and dp^T = V_w dO_i^T: k = the head dim, 4 steps per 64 columns (32 bytes each).
              * Kernel 8 commits them as two groups, so that it can wait for s^T alone. */
             float s[BR / 2], dp[BR / 2];
-            float dq_last[NEXT_S ? 32 : 1];           // kernel 12: the last row tile's dQ part
+            float dq_last[LATE_DQ ? 32 : 1];           // kernel 12: the last row tile's dQ part
             wgmma_fence();
-            if constexpr (NEXT_S) {
+            if constexpr (LATE_DQ) {
                 /* Kernel 12: the last row tile's dQ first (it needs no new stage). In the walk's first row tile there
                  * is none: one k step of it still runs, on whatever ds^T buffer holds, and is thrown away, so that
                  * dq_last is written by the tensor cores on every path (written conditionally, ptxas serialised
@@ -451,7 +451,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
                 wgmma_ss<T, BR, 0, 0>(s, make_desc(k_w + off_kv, 16, 1024), make_desc(q_s + off_q, 16, 1024), ks > 0);
             }
             if constexpr (OVERLAP) wgmma_commit();
-            if constexpr (NEXT_S) {                   // the last tile's dQ is in: its part to the writer, under s^T
+            if constexpr (LATE_DQ) {                   // the last tile's dQ is in: its part to the writer, under s^T
                 /* (This wait comes before this tile's named barrier, so ds^T[(it - 1) % 2] is read before the next
                  * tile overwrites it: the double buffer's argument below holds.) */
                 wgmma_wait<1>();
@@ -556,7 +556,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
              * tile it - 1's dQ (wgmma_wait<0>), so tile it + 1 may overwrite
              * ds^T[(it + 1) % 2]. */
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
-            if constexpr (NEXT_S) {                   // dQ_i at the next tile's start, or after the walk
+            if constexpr (LATE_DQ) {                   // dQ_i at the next tile's start, or after the walk
                 wgmma_wait<0>();                      // dV, dK in: this thread is done with stage st (as below)
                 mbar_arrive(empty + 8 * st);
                 continue;
@@ -573,7 +573,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
             wgmma_wait<0>();
             /* This thread is done with stage st (Q, dO, L, Delta): the producer
              * may refill it. Every consumer thread arrives (256 arrivals, where
-             * kernel 12 has one per warp after __syncwarp): warp 1's stores of
+             * forward kernel 12 has one per warp after __syncwarp): warp 1's stores of
              * the next L, Delta would otherwise follow lanes 1-31's reads of these
              * through the __syncwarp alone, which racecheck does not follow (it
              * reported each such pair; one arrival per thread: clean, at no
@@ -643,7 +643,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
             }
         }
 
-        if constexpr (NEXT_S) {                       // the walk's last dQ
+        if constexpr (LATE_DQ) {                       // the walk's last dQ
             if (i_begin < N) {
                 float dq[32];
                 wgmma_fence();
@@ -701,7 +701,7 @@ static inline size_t bwd_wgmma_workspace_det(long B, long H, long N, long D, int
  * block one past the end), as kernel 18's g_ticket0. Two launches of kernel 11 must not run at once. */
 static unsigned g_bwd_ticket0;
 
-template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER, bool PERSIST, bool NEXT_S>
+template <int D, typename T, bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER, bool PERSIST, bool LATE_DQ>
 static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
                                const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, int dtype,
                                int causal, cudaStream_t s)
@@ -712,7 +712,7 @@ static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void 
     static KvMaps kv, qo;                         // K, V in boxes of BC rows; Q (.k), dO (.v) in boxes of BR (tma_map.cuh)
     if (kv.get(k, v, B * H, N, D, C::BC, dtype, who) || qo.get(q, dout, B * H, N, D, C::BR, dtype, who))
         return -1;
-    auto kernel = bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, NEXT_S>;
+    auto kernel = bwd_wgmma<D, T, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, LATE_DQ>;
     if (smem_opt_in(kernel, C::bytes, "backward kernel", id, D)) return -1;
     static int sms = 0;                           // kernel 11: one block per SM, asked once
     if (PERSIST && sms == 0) {
@@ -742,7 +742,7 @@ static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void 
     return bwd_convert_dq(dq_acc, dq, (size_t)BH * N * D, scale, dtype, s);   // dQ = dQ_acc / sqrt(D)
 }
 
-template <bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER = false, bool PERSIST = false, bool NEXT_S = false>
+template <bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER = false, bool PERSIST = false, bool LATE_DQ = false>
 static int bwd_wgmma_launch(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
                             const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D,
                             int dtype, int causal, void *stream)
@@ -750,18 +750,18 @@ static int bwd_wgmma_launch(int id, const void *q, const void *k, const void *v,
     cudaStream_t s = (cudaStream_t)stream;
     if (wgmma_refused()) return -1;
     if (dtype == DT_FP16 && D == 64)
-        return bwd_wgmma_launch_dt<64, __half, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, NEXT_S>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<64, __half, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, LATE_DQ>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_FP16 && D == 128)
-        return bwd_wgmma_launch_dt<128, __half, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, NEXT_S>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<128, __half, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, LATE_DQ>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 64)
-        return bwd_wgmma_launch_dt<64, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, NEXT_S>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<64, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, LATE_DQ>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 128)
-        return bwd_wgmma_launch_dt<128, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, NEXT_S>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
+        return bwd_wgmma_launch_dt<128, __nv_bfloat16, BULK, MASK_BRANCH, OVERLAP, DET, WRITER, PERSIST, LATE_DQ>(id, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, dtype, causal, s);
     fprintf(stderr, "%s: backward kernel %d takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, id, dtype_name(dtype), D);
     return -1;
 }
 
-template <bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER = false, bool PERSIST = false, bool NEXT_S = false>
+template <bool BULK, bool MASK_BRANCH, bool OVERLAP, bool DET, bool WRITER = false, bool PERSIST = false, bool LATE_DQ = false>
 static void bwd_wgmma_describe(long D, char *buf, size_t n)
 {
     using C64 = BwdWg<64, BULK, WRITER, PERSIST>;
@@ -773,7 +773,7 @@ static void bwd_wgmma_describe(long D, char *buf, size_t n)
              C64::REG_CONSUMER, C64::BC, D == 64 ? C64::BR : C128::BR,
              MASK_BRANCH ? ", the masks only in the row tiles that need them" : "",
              !OVERLAP ? "" : D == 128 ? " (p^T under dp^T's product, ds^T under dV's)" : " (p^T under dp^T's product)",
-             NEXT_S ? "; each row tile's dQ issued with the next one's s^T and dp^T" : "",
+             LATE_DQ ? "; each row tile's dQ issued with the next one's s^T and dp^T" : "",
              BULK ? "the copy engine's bulk reduce-add"
              : WRITER ? "one bulk reduce-add per 64 x 64 part, sent by a producer warp (2 writer warps)"
              : DET ? "fp32 red.global.add in the order of the K/V tiles (a counter per row tile): deterministic"
