@@ -11,8 +11,9 @@
  *
  * --check: every kernel on every shape of the grid below against the float64 reference of its rows, with
  * the tolerance of naive attention in the same dtype (2x its error, as for the forward); each run twice,
- * bit-identical; the paged kernel against the contiguous one, bit-identical; a block table pointing
- * outside the pool refused. The default run: one shape, checked, then timed. --bench: GB/s of cache read
+ * bit-identical; the paged kernel against the contiguous one, bit-identical; kernel 10 (the merge kernel
+ * launched early) against kernel 9, bit-identical; a block table pointing outside the pool refused. The
+ * default run: one shape, checked, then timed. --bench: GB/s of cache read
  * (the bytes of K and V of every KV head of every sequence, each read once, over the time) against the
  * device's read bandwidth measured in the same run, at the shapes FlashAttention-2 and cuDNN were timed at
  * (plots/sdpa_decode.py), over the cache length for the picture, over the page size, and over n.
@@ -419,7 +420,7 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
     double naive_err;
     double *ref = reference(&p, &naive_err);
     const double tol = dt == DT_FP32 ? tol_fp32(naive_err) : tol_16bit(naive_err);
-    float *out = xmalloc(p.nq * 4, "O"), *again = xmalloc(p.nq * 4, "O again"), *contig = NULL;
+    float *out = xmalloc(p.nq * 4, "O"), *again = xmalloc(p.nq * 4, "O again"), *contig = NULL, *merged = NULL;
     int nk;
     const DecodeKernel *const *ks = decode_kernels(&nk);
     char name[192], eb[128], lens[48];
@@ -441,6 +442,17 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
         snprintf(name, sizeof name, "decode%d %s D=%ld Hq=%ld Hkv=%ld n=%ld %s rerun", k->id, dtype_name(dt), D, Hq, Hkv,
                  n, lens);
         report(!memcmp(out, again, p.nq * 4), NULL, name, "two runs bit-identical");
+        const DecodeKernel *k9 = decode_kernel(9);
+        if (k->id == 10 && k9 && kernel_takes(k9, dt, D)) { /* the merge launched early and after: the same sums */
+            if (!merged) merged = xmalloc(p.nq * 4, "kernel 9's O");
+            void *ws9 = ws_alloc(k9, &p);
+            const int ran = dec_run(k9, &p, ws9, merged) == 0;
+            dfree(ws9);
+            snprintf(name, sizeof name, "decode10 vs decode9 %s D=%ld Hq=%ld Hkv=%ld n=%ld %s", dtype_name(dt), D, Hq, Hkv, n,
+                     lens);
+            report(ran && !memcmp(again, merged, p.nq * 4), NULL, name, "the merge kernel launched early (waiting in "
+                   "griddepcontrol.wait) against it launched after the split kernel, the same splits: bit-identical");
+        }
         const DecodeKernel *k4 = decode_kernel(4);
         if (k->paged && k4 && kernel_takes(k4, dt, D)) { /* the same keys through the table, the same splits: the same output */
             if (!contig) contig = xmalloc(p.nq * 4, "kernel 4's O");
@@ -456,7 +468,7 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
         }
         dfree(ws);
     }
-    tfree(out); tfree(again); tfree(contig); tfree(ref);
+    tfree(out); tfree(again); tfree(contig); tfree(merged); tfree(ref);
     dprob_free(&p);
 }
 

@@ -1,9 +1,9 @@
 /*
- * decode.cuh: decode kernels 2 to 9, written once, as overlap.cuh is for forward kernels 13 and 14 and
+ * decode.cuh: decode kernels 2 to 10, written once, as overlap.cuh is for forward kernels 13 and 14 and
  * bwd_mma.cuh for backward kernels 2 to 4. Each decodeN_*.cu instantiates the template below with its one
  * idea switched on (`make idea K=D3` shows the flags):
  *
- *   DecodeFlags<SPLIT, GROUPED, PAGED, NST[, OCC[, LEAN[, BULK[, MERGE8]]]]>
+ *   DecodeFlags<SPLIT, GROUPED, PAGED, NST[, OCC[, LEAN[, BULK[, MERGE8[, EARLY]]]]]>
  *   kernel 2  <0, 0, 0, 3>  the forward kernel as is: one block per (sequence, query head), its 4 warps
  *                           16 query rows each, every warp over every key (kernel 9's loop); n <= 16
  *                           new rows fill one warp, the block's other three only load
@@ -24,6 +24,9 @@
  *                           its mbarrier (dec_bulk_tile; sm_90 and later)
  *   kernel 9  <1, 1, 1, 3, 1, 1, 1, 1>  merge in flight: kernel 8, the merge kernel's loads of the S splits'
  *                           states 8 at a time (decode_merge's UNR)
+ *   kernel 10 <1, 1, 1, 3, 1, 1, 1, 1, 1>  the merge launched early: kernel 9, its merge kernel launched as a
+ *                           programmatic dependent of the split kernel (sm_90), resident and waiting
+ *                           (griddepcontrol.wait) while the split's last blocks run
  *
  * The arithmetic is kernel 9's (05_cuda_fused/kernel09_ffma_scale.cu): S = Q K^T and O += P V on
  * mma.sync m16n8k16, fp32 accumulators, the running max in log2 units, p = 2^(s scale_log2 - m) as one
@@ -60,7 +63,7 @@ constexpr int DEC_ROWS = 64;      // query rows per block: 4 warps x 16
 /* NST: the cp.async stages, NST - 1 tiles in flight while one is used. 3 stages take 104 KB at D = 128 (two
  * blocks an SM), 4 take 139 KB (one). */
 template <bool SPLIT_, bool GROUPED_, bool PAGED_, int NST_, bool OCC_ = false, bool LEAN_ = false, bool BULK_ = false,
-          bool MERGE8_ = false>
+          bool MERGE8_ = false, bool EARLY_ = false>
 struct DecodeFlags {
     static constexpr bool SPLIT = SPLIT_, GROUPED = GROUPED_, PAGED = PAGED_;
     static constexpr int NST = NST_;
@@ -68,6 +71,7 @@ struct DecodeFlags {
     static constexpr bool LEAN = LEAN_; // decode kernel 7: the copies' address arithmetic once per quarter tile
     static constexpr bool BULK = BULK_; // decode kernel 8: quarter tiles by the copy engine, an mbarrier a stage
     static constexpr bool MERGE8 = MERGE8_; // decode kernel 9: the merge's loads of the splits' states 8 at a time
+    static constexpr bool EARLY = EARLY_;   // decode kernel 10: the merge kernel launched while the split kernel runs
 };
 
 /* A stage is K's tile then V's, 64 rows of D. Kernels 2-7: rows padded to LD = D + 8 (16 bytes a row: ldmatrix
@@ -257,7 +261,7 @@ __device__ __forceinline__ void dec_zero_past_len(T *ks, T *vs, long key0, int l
     }
 }
 
-/* NULL where the BULK kernels (decode kernels 8 and 9) run: sm_90 or later, in this build; else one line why not
+/* NULL where the BULK kernels (decode kernels 8 to 10) run: sm_90 or later, in this build; else one line why not
  * (defined in decode8_bulk_copies.cu). */
 const char *dec_bulk_unavailable(void);
 
@@ -359,10 +363,30 @@ __device__ __forceinline__ void dec_warp16(const uint32_t (&qa)[D / 16][4], cons
     }
 }
 
+/* Decode kernel 10: programmatic dependent launch (sm_90; PTX griddepcontrol). The split kernel's blocks each say at
+ * their start that the merge kernel, launched after it with the programmatic-serialization attribute, may be
+ * scheduled; once every split block has said so (is resident or done), the merge kernel's blocks are placed on the
+ * SMs beside them and wait in griddepcontrol.wait, which returns when the split kernel has completed and its
+ * writes are visible. So the merge's launch and its blocks' start run under the split's last blocks. Elsewhere
+ * (sm_75, sm_80 builds) both are empty: kernel 10 runs only where decode kernel 8's copy engine does. */
+__device__ __forceinline__ void dec_launch_dependents()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void dec_wait_prerequisite()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 template <int D, typename T, class F>
 __global__ void __launch_bounds__(DEC_WARPS * 32)
 decode_kernel(const __grid_constant__ DecParams<T> p)     // (__grid_constant__: the tensor maps' address is taken)
 {
+    if constexpr (F::EARLY) dec_launch_dependents();          // kernel 10: the merge kernel may take its place now
     constexpr int LD = DecSmemF<D, F>::LD, NST = F::NST;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     /* BULK: the stages from the first 1024-byte boundary (the swizzle's atom), their mbarriers after them */
@@ -536,8 +560,9 @@ decode_kernel(const __grid_constant__ DecParams<T> p)     // (__grid_constant__:
  * 04's flash_merge_cpu, every split's weight e^(m_s - m) at once: m = max m_s, l = sum e^(m_s - m) l_s,
  * O = sum e^(m_s - m) o_s / l. A split past the sequence's keys wrote nothing and is not read. UNR (decode
  * kernel 9: 8): the loops over the splits unrolled UNR times, so that UNR splits' loads are in flight at once
- * instead of one after the other; the same additions in the same order. */
-template <int D, typename T, int UNR = 1>
+ * instead of one after the other; the same additions in the same order. WAIT (decode kernel 10): launched while the
+ * split kernel still runs, it reads the lengths (the split kernel's input) first, then waits for the states. */
+template <int D, typename T, int UNR = 1, bool WAIT = false>
 __global__ void __launch_bounds__(D)
 decode_merge(const DecParams<T> p)
 {
@@ -545,6 +570,7 @@ decode_merge(const DecParams<T> p)
     const int tiles = (p.len[b] + DEC_BC - 1) / DEC_BC;
     const int Sb = (tiles + p.chunk_tiles - 1) / p.chunk_tiles;  // the splits that hold keys of sequence b
     const float *m_s = p.ws_m + row * p.S, *l_s = p.ws_l + row * p.S;
+    if constexpr (WAIT) dec_wait_prerequisite();                // kernel 10: the split kernel done, its states visible
     float M = -INFINITY;
 #pragma unroll UNR
     for (int s = 0; s < Sb; s++) M = fmaxf(M, m_s[s]);          // m = max m_s
@@ -695,7 +721,18 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
     decode_kernel<D, T, F><<<dim3((unsigned)(a->B * gr.heads), (unsigned)gr.S, (unsigned)gr.rchunks), DEC_WARPS * 32,
                              DecSmemF<D, F>::bytes, s>>>(p);
     CUDA_CHECK_LAST();
-    if (gr.S > 1) {
+    if (gr.S > 1 && F::EARLY) {                                  // kernel 10: a programmatic dependent of the split
+        cudaLaunchAttribute early[1];
+        early[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        early[0].val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3((unsigned)rows_total);
+        cfg.blockDim = dim3(D);
+        cfg.stream = s;
+        cfg.attrs = early;
+        cfg.numAttrs = 1;
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_merge<D, T, F::MERGE8 ? 8 : 1, true>, p));
+    } else if (gr.S > 1) {
         decode_merge<D, T, F::MERGE8 ? 8 : 1><<<(unsigned)rows_total, D, 0, s>>>(p);
         CUDA_CHECK_LAST();
     }
@@ -707,7 +744,8 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
  * one's math (the kernels' idea survives; 68 KB at D = 128, 36 KB at D = 64: so on Turing's 64 KB D = 64 runs and
  * D = 128 is still refused, a SKIP). The launch, its workspace and its
  * describe line all go through Fit, so that the split count (sized from the stages' bytes) is the same in each. */
-template <class F> using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2, F::OCC, F::LEAN, F::BULK, F::MERGE8>;
+template <class F>
+using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2, F::OCC, F::LEAN, F::BULK, F::MERGE8, F::EARLY>;
 template <int D, class F> static bool dec_stages_fit() { return DecSmemF<D, F>::bytes <= (size_t)gpu_smem_block(); }
 /* Two stages instead of F's: where F's do not fit, and with OCC (decode kernel 6) where the grid fills every SM
  * without a split even at two stages' occupancy: B x heads x row chunks >= SMs x the blocks of two stages an SM
@@ -771,7 +809,8 @@ template <class F> static void dec_describe(const DecodeArgs *a, char *buf, size
     snprintf(buf, n, "%ld blocks of 4 warps: %ld sequences x %d %s heads%s x %d split%s of %d K/V tiles of %d keys, "
              "%d stages; %d query rows a block%s%s", blocks, a->B, gr.heads, F::GROUPED ? "KV" : "query",
              gr.rchunks > 1 ? " x row chunks" : "", gr.S, gr.S == 1 ? "" : "s", gr.chunk_tiles, DEC_BC, st,
-             gr.rows < DEC_ROWS ? gr.rows : DEC_ROWS, gr.S > 1 ? ", then the merge kernel" : "",
+             gr.rows < DEC_ROWS ? gr.rows : DEC_ROWS,
+             gr.S == 1 ? "" : F::EARLY ? ", then the merge kernel, launched early" : ", then the merge kernel",
              F::PAGED ? ", pages through the block table" : "");
 }
 

@@ -53,7 +53,7 @@ __global__ void dec_bulk_probe(int *ok)
 #endif
 }
 
-/* NULL where decode kernels 8 and 9 run, else one line why not (decode.cuh declares it). */
+/* NULL where decode kernels 8 to 10 run, else one line why not (decode.cuh declares it). */
 const char *dec_bulk_unavailable(void)
 {
     static int state = -1; /* -1 not asked yet, 0 runs here, 1 does not */
@@ -64,7 +64,7 @@ const char *dec_bulk_unavailable(void)
         const int ok = major >= 9 && gpu_probe(dec_bulk_probe);
         state = !ok;
         if (!ok)
-            snprintf(why, sizeof why, "decode kernels 8-9's copy-engine boxes (cp.async.bulk.tensor, mbarrier byte counts) "
+            snprintf(why, sizeof why, "decode kernels 8-10's copy-engine boxes (cp.async.bulk.tensor, mbarrier byte counts) "
                      "need compute capability 9.0 or later and a build for it (this GPU: %d.%d)", major, minor);
     }
     return state ? why : NULL;

@@ -18,8 +18,9 @@
  * kernels interleaved): B = 1, 32 query heads over 8 KV heads (S = 32): L = 32768 45.7 us against kernel 8's 49.8
  * (+9%), L = 4096 18.1 against 23.5 (+30%), L = 131072 136.3 against 141.3 (+4%); 32 heads (S = 8): L = 1024 14.1
  * against 15.5, L = 32768 132.8 against 134.7; B = 64 (no merge) and B = 8 level (487.5 and 486.3, 71.7 and 71.2).
- * cuDNN in the same call: 22.5 us at L = 4096 grouped (kernel 9 ahead by 20%), 40.8 at L = 32768 (kernel 9 12%
- * behind). Before it was a kernel, the unrolled merge alone (an environment switch, kernels 3-8) measured 50.6 ->
+ * cuDNN in the same call: 22.5 us at L = 4096 grouped, 40.8 at L = 32768 (kernel 9 12% behind); that 22.5 was
+ * PyTorch's time per call on the host, timed back to back: replayed from a CUDA graph (2026-11-27) cuDNN takes 11.7
+ * us there against kernel 9's 18.0. Before it was a kernel, the unrolled merge alone (an environment switch, kernels 3-8) measured 50.6 ->
  * 45.6 us at 32/8 heads, L = 32768, on another H200.
  */
 #include "decode.cuh"

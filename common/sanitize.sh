@@ -43,7 +43,7 @@ want forward && for tool in $TOOLS; do
         echo "FAIL sanitize/$tool step05:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
     fi
 done
-# step 05's decode kernels (kernel 1 in fp32, fp16, bf16; 2-9 in fp16 and bf16): three sequences of 257, 17
+# step 05's decode kernels (kernel 1 in fp32, fp16, bf16; 2-10 in fp16 and bf16): three sequences of 257, 17
 # and 65 keys, 4 query heads over 2 KV heads, 1 and 5 new rows, pages of 64 and 16 keys
 want decode && for tool in $TOOLS; do
     if "$cs" --tool "$tool" --error-exitcode=1 ./step05 $EMU --decode --sanitize-shapes >/tmp/sanitize.$$.log 2>&1; then

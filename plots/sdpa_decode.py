@@ -2,9 +2,12 @@
 PyTorch's scaled_dot_product_attention with one query row per sequence (q_len = 1, D = 128): the anchors
 beside the decode kernels in 05_cuda_fused/README.md. The same measure as step 05 (us per call, GB/s of K
 and V read = 2 B Hkv L D bytes / time), the same timing rule (CUDA events after a warm-up, median of the
-repeats; each repeat is 20 calls back to back so that PyTorch's per-call dispatch on the host is not what
-is timed, on copies of the inputs in turn when the cache is under 256 MB, so that no call finds the last
-one's K and V in L2, as step 05's bench does), random normal inputs. Grouped heads (Hkv < Hq) through enable_gqa=True. Writes step 05's
+repeats; each repeat is 20 calls captured once in a CUDA graph and replayed, so that PyTorch's per-call
+dispatch on the host (36-40 us a call on one H200 machine, 23 us on another: more than the GPU's time at the
+short caches) is not what is timed, on copies of the inputs in turn when the cache is under 256 MB, so that no
+call finds the last one's K and V in L2, as step 05's bench does), random normal inputs. Where a back end cannot
+be captured, its 20 calls run back to back and the line says "eager" (a time near the host's per-call time is
+then the host's). Grouped heads (Hkv < Hq) through enable_gqa=True. Writes step 05's
 decode CSV columns with kernel -2 (FlashAttention-2) and -3 (cuDNN), so the rows sit beside a
 --decode --bench --csv.
 
@@ -49,23 +52,39 @@ for mode, B, Hq, Hkv, L in shapes:
             torch.randn(B, Hkv, L, D, device="cuda", dtype=dtype, generator=gen),
             torch.randn(B, Hkv, L, D, device="cuda", dtype=dtype, generator=gen)) for _ in range(int(copies))]
     line = f" {mode:<9} B={B:<2} {Hq}/{Hkv:<2} heads L={L:<6} {cache / 1e6:9.1f} MB"
+    def calls():                                              # the 20 calls a repeat times
+        for c in range(20):
+            q, k, v = qkv[c % len(qkv)]
+            F.scaled_dot_product_attention(q, k, v, enable_gqa=Hkv != Hq)
     for kid, name, be in backends:
         try:
             with sdpa_kernel([be]):
-                for q, k, v in qkv[:3]:
-                    F.scaled_dot_product_attention(q, k, v, enable_gqa=Hkv != Hq)
+                side = torch.cuda.Stream()                    # the warm-up on a side stream, as graph capture asks
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    for q, k, v in qkv[:3]:
+                        F.scaled_dot_product_attention(q, k, v, enable_gqa=Hkv != Hq)
+                torch.cuda.current_stream().wait_stream(side)
+                graph = torch.cuda.CUDAGraph()
+                try:
+                    with torch.cuda.graph(graph):
+                        calls()
+                    run, how = graph.replay, ""
+                except RuntimeError:                          # not capturable: eager, and said so
+                    torch.cuda.synchronize()
+                    run, how = calls, " (eager)"
+                run()
                 us = []
                 for _ in range(10):
                     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     a.record()
-                    for c in range(20):
-                        q, k, v = qkv[c % len(qkv)]
-                        F.scaled_dot_product_attention(q, k, v, enable_gqa=Hkv != Hq)
+                    run()
                     b.record()
                     b.synchronize()
                     us.append(a.elapsed_time(b) / 20 * 1e3)
+                del graph
             t = statistics.median(us)
-            line += f"   {name} {t:8.1f} us {cache / t / 1e3:6.0f} GB/s"
+            line += f"   {name} {t:8.1f} us {cache / t / 1e3:6.0f} GB/s{how}"
             rows.append(f"{mode},{kid},{name},{dtype_name},{B},{Hq},{Hkv},{L},{D},1,0,{t:.3f},{cache / t / 1e3:.1f},{cache:.0f}")
         except RuntimeError as e:
             line += f"   {name}: not run ({str(e).splitlines()[0][:60]})"
