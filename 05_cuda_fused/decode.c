@@ -450,7 +450,8 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
             dfree(ws9);
             snprintf(name, sizeof name, "decode10 vs decode9 %s D=%ld Hq=%ld Hkv=%ld n=%ld %s", dtype_name(dt), D, Hq, Hkv, n,
                      lens);
-            report(ran && !memcmp(again, merged, p.nq * 4), NULL, name, "the merge kernel launched early (waiting in "
+            /* the first run's O (`out`: its workspace zeroed, so a merge that did not wait would read zeros) */
+            report(ran && !memcmp(out, merged, p.nq * 4), NULL, name, "the merge kernel launched early (waiting in "
                    "griddepcontrol.wait) against it launched after the split kernel, the same splits: bit-identical");
         }
         const DecodeKernel *k4 = decode_kernel(4);

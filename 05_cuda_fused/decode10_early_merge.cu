@@ -17,15 +17,15 @@
  * What it costs: the merge's blocks hold warp slots (4 warps each, no shared memory) while they wait; one more
  * instruction in each split block; the launch through cudaLaunchKernelEx. Nothing where S = 1 (B = 64: no merge).
  * A design measured before this one and not kept (the record): no merge kernel at all, the last split block of each
- * row group merging its rows (an atomic counter per group): 1-17% slower than kernel 9 at B = 1, the merge of a
+ * row group merging its rows (an atomic counter per group): 0.2-17.5% slower than kernel 9 at B = 1, the merge of a
  * group on one SM instead of spread over 32 blocks.
  *
  * Measured on the H200 (2026-11-27, `./step05 --decode --bench`, fp16, D = 128, one new row, the kernels interleaved;
- * two calls on two machines, this one's numbers first, then the other's): B = 1, 32 query heads over 8 KV heads (S =
+ * two calls on two machines, the record's call 9 first, then its call 7): B = 1, 32 query heads over 8 KV heads (S =
  * 32): L = 1024 11.7 us against kernel 9's 12.2 (+4%; 11.9 against 12.6), L = 4096 17.6 against 18.0 (+2%; 17.8
  * against 18.7), L = 32768 44.2 against 45.2 (+2.3%; 45.1 against 46.2); 32 heads: L = 1024 13.9 against 14.7 (+6%),
- * L = 4096 25.3 against 26.0 (+2.8%; 25.6 against 26.5), L = 131072 level; B = 8, 32/8 heads, L = 8192 70.5 against
- * 72.2 (+2.4%; 71.3 against 73.0); B = 64 (S = 1) level. cuDNN in the first call (PyTorch's calls replayed from a CUDA
+ * L = 4096 25.3 against 26.0 (+2.8%; 25.6 against 26.5), L = 32768 131.9 against 132.6 (+0.5%), L = 131072 level; B = 8, 32/8 heads, L = 8192 70.5 against
+ * 72.2 (+2.4%; 71.3 against 73.0); B = 64 (S = 1) level. cuDNN in call 9 (PyTorch's calls replayed from a CUDA
  * graph): 38.2 us at 32/8 heads, L = 32768 (kernel 10 14% behind), 67.9 at B = 8 (4% behind).
  */
 #include "decode.cuh"

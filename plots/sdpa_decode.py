@@ -3,7 +3,7 @@ PyTorch's scaled_dot_product_attention with one query row per sequence (q_len = 
 beside the decode kernels in 05_cuda_fused/README.md. The same measure as step 05 (us per call, GB/s of K
 and V read = 2 B Hkv L D bytes / time), the same timing rule (CUDA events after a warm-up, median of the
 repeats; each repeat is 20 calls captured once in a CUDA graph and replayed, so that PyTorch's per-call
-dispatch on the host (36-40 us a call on one H200 machine, 23 us on another: more than the GPU's time at the
+dispatch on the host (36-47 us a call on one H200 machine, about 23 us on another: more than the GPU's time at the
 short caches) is not what is timed, on copies of the inputs in turn when the cache is under 256 MB, so that no
 call finds the last one's K and V in L2, as step 05's bench does), random normal inputs. Where a back end cannot
 be captured, its 20 calls run back to back and the line says "eager" (a time near the host's per-call time is
@@ -85,7 +85,7 @@ for mode, B, Hq, Hkv, L in shapes:
                 del graph
             t = statistics.median(us)
             line += f"   {name} {t:8.1f} us {cache / t / 1e3:6.0f} GB/s{how}"
-            rows.append(f"{mode},{kid},{name},{dtype_name},{B},{Hq},{Hkv},{L},{D},1,0,{t:.3f},{cache / t / 1e3:.1f},{cache:.0f}")
+            rows.append(f"{mode},{kid},{name}{how},{dtype_name},{B},{Hq},{Hkv},{L},{D},1,0,{t:.3f},{cache / t / 1e3:.1f},{cache:.0f}")
         except RuntimeError as e:
             line += f"   {name}: not run ({str(e).splitlines()[0][:60]})"
     print(line, flush=True)
