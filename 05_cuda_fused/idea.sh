@@ -16,7 +16,7 @@
 # it). Each @@ line names the line in each file where its hunk starts.
 # Two kernels that share a template and differ in its flags (13/14, B3/B4, B5/B6) show the
 # two instantiations against each other, then the template's lines that read the flags that
-# differ (with the blocks they open).
+# differ (with the blocks they open), the kernel's first, then the launcher's.
 #
 #     sh 05_cuda_fused/idea.sh 12        sh 05_cuda_fused/idea.sh B5
 #     sh 05_cuda_fused/idea.sh --check   every kernel's header line, for make check
@@ -228,11 +228,22 @@ idea_of() {
         else
             if [ -z "$all" ]; then
                 echo "Below, the lines of its kernel that read ${changed% }, with the blocks they open (comments dropped;"
-                echo "the two .cu files that instantiate it: $(inst_counts "$pf" "$f" "$pn" "$n"); ALL=1 shows them and the template's launcher)."
+                echo "the two .cu files that instantiate it: $(inst_counts "$pf" "$f" "$pn" "$n"); ALL=1 shows them and the whole launcher)."
                 echo
             fi
             cat "$tmp/flags"
             echo "($(grep -c . "$tmp/flags") lines of $c depend on ${changed% })"
+            if [ -z "$all" ]; then
+                # and where the launcher reads the flag too (how the kernel is launched is part of the idea), its lines
+                # shellcheck disable=SC2086
+                FLAG_PART=launcher flag_lines "$dir/$c" $changed >"$tmp/launch"
+                if grep -q . "$tmp/launch"; then
+                    echo
+                    echo "The launcher's lines that read ${changed% }, with the blocks they open:"
+                    echo
+                    cat "$tmp/launch"
+                fi
+            fi
         fi
     else
         a=$pf; b=$f
