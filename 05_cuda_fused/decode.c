@@ -399,7 +399,7 @@ static void *ws_alloc(const DecodeKernel *k, const DProb *p)
 enum { DEC_CHECK_BATCH = 128 };
 static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, int lcase, uint64_t seed)
 {
-    static const long pages[4] = {16, 64, 256, 64};
+    static const long pages[5] = {16, 64, 256, 64, 256};
     int len[DEC_CHECK_BATCH];
     long B;
     if (lcase == 0) { B = 1; len[0] = (int)n; }                      /* the cache holds the new rows only */
@@ -409,6 +409,8 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
         rng_seed(&r, seed);
         B = 3; len[0] = 1000;
         for (int b = 1; b < 3; b++) len[b] = (int)(n + (long)(rng_uniform(&r) * (1000 - n)));
+    } else if (lcase == 4) {                  /* one long cache: 79 tiles, more splits than a merge's round (32) */
+        B = 1; len[0] = 5000;
     } else {                                  /* a serving batch: B x heads blocks fill the GPU without a split */
         Rng r;
         rng_seed(&r, seed);
@@ -442,17 +444,19 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
         snprintf(name, sizeof name, "decode%d %s D=%ld Hq=%ld Hkv=%ld n=%ld %s rerun", k->id, dtype_name(dt), D, Hq, Hkv,
                  n, lens);
         report(!memcmp(out, again, p.nq * 4), NULL, name, "two runs bit-identical");
-        const DecodeKernel *k9 = decode_kernel(9);
-        if (k->id == 10 && k9 && kernel_takes(k9, dt, D)) { /* the merge launched early and after: the same sums */
-            if (!merged) merged = xmalloc(p.nq * 4, "kernel 9's O");
-            void *ws9 = ws_alloc(k9, &p);
-            const int ran = dec_run(k9, &p, ws9, merged) == 0;
-            dfree(ws9);
-            snprintf(name, sizeof name, "decode10 vs decode9 %s D=%ld Hq=%ld Hkv=%ld n=%ld %s", dtype_name(dt), D, Hq, Hkv, n,
-                     lens);
+        /* kernels 10 and 11 change only how the merge runs, not its sums: each O bit for bit the kernel's before */
+        const DecodeKernel *kb = decode_kernel(k->id - 1);
+        if ((k->id == 10 || k->id == 11) && kb && kernel_takes(kb, dt, D)) {
+            if (!merged) merged = xmalloc(p.nq * 4, "the kernel before's O");
+            void *wsb = ws_alloc(kb, &p);
+            const int ran = dec_run(kb, &p, wsb, merged) == 0;
+            dfree(wsb);
+            snprintf(name, sizeof name, "decode%d vs decode%d %s D=%ld Hq=%ld Hkv=%ld n=%ld %s", k->id, kb->id, dtype_name(dt),
+                     D, Hq, Hkv, n, lens);
             /* the first run's O (`out`: its workspace zeroed, so a merge that did not wait would read zeros) */
-            report(ran && !memcmp(out, merged, p.nq * 4), NULL, name, "the merge kernel launched early (waiting in "
-                   "griddepcontrol.wait) against it launched after the split kernel, the same splits: bit-identical");
+            report(ran && !memcmp(out, merged, p.nq * 4), NULL, name, "%s, the same splits: bit-identical", k->id == 10
+                   ? "the merge kernel launched early (waiting in griddepcontrol.wait) against it launched after the split kernel"
+                   : "the merge's loads in one round against 8 at a time, twice");
         }
         const DecodeKernel *k4 = decode_kernel(4);
         if (k->paged && k4 && kernel_takes(k4, dt, D)) { /* the same keys through the table, the same splits: the same output */
@@ -498,6 +502,10 @@ void decode_run_checks(long only)
         for (int e = 0; e < 2 && dt != DT_FP32; e++)
             for (int lc = 1; lc < 3; lc++)
                 check_problem(only, dt, 128, extra[e][0], extra[e][1], extra[e][2], lc, 9000 + (uint64_t)(dt * 2 + e) * 3 + lc);
+        /* one long cache at B = 1 (L = 5000): 79 splits at 8/1 heads, 40 at 4/4 on the H200, more than decode kernel
+         * 11's merge reads in one round */
+        for (int e = 0; e < 2 && dt != DT_FP32; e++)
+            check_problem(only, dt, 128, e ? 4 : 8, e ? 4 : 1, e ? 3 : 1, 4, 9200 + (uint64_t)(dt * 2 + e));
         /* a serving batch, B = 128 x 4 KV heads = 512 blocks before any split, at least 3 an SM on 170 SMs or fewer:
          * at D = 128 where decode kernel 6 takes its two stages (the shapes above leave the GPU to the split) */
         for (int di = 0; di < nd && dt != DT_FP32; di++)
@@ -525,23 +533,32 @@ void decode_run_checks(long only)
 /* A timed call: kernel k launched `reps` times back to back, on problems p[0], p[1], ... in turn (copies of
  * one shape, so that a cache smaller than L2 is not read from L2 the next time: 50 MB of L2 on the H100). */
 typedef struct { const DecodeKernel *k; DProb *p; int copies, reps; void *ws; } TCtx;
-static void tfn(void *c)
+static void tfn_on(void *c, void *stream)
 {
     TCtx *t = c;
-    for (int r = 0; r < t->reps; r++) t->k->launch(&t->p[r % t->copies].a, t->ws, NULL);
+    for (int r = 0; r < t->reps; r++) t->k->launch(&t->p[r % t->copies].a, t->ws, stream);
 }
+static void tfn(void *c) { tfn_on(c, NULL); }
 
 /* Kernels ks[0..n) on the copies p[0..copies), timed against each other (interleaved, median of repeat), each
- * sample `reps` launches: us[] per launch. */
-static void time_kernels(const DecodeKernel *const *ks, int n, DProb *p, int copies, int reps, int repeat, double *us)
+ * sample `reps` launches: us[] per launch. graph: each sample one replay of the reps launches captured in a CUDA
+ * graph (PyTorch's measure in plots/sdpa_decode.py: 20 calls a graph), so that the host's work per launch is not
+ * timed; else the launches as they are, the host's time between them counted where it exceeds the GPU's. */
+static void time_kernels(const DecodeKernel *const *ks, int n, DProb *p, int copies, int reps, int repeat, int graph,
+                         double *us)
 {
     TCtx c[16];
+    GpuGraph *g[16] = {0};
     void (*fns[16])(void *) = {0};
     void *ctx[16] = {0};
-    for (int x = 0; x < n; x++) { c[x] = (TCtx){ks[x], p, copies, reps, ws_alloc(ks[x], p)}; fns[x] = tfn; ctx[x] = &c[x]; }
+    for (int x = 0; x < n; x++) {
+        c[x] = (TCtx){ks[x], p, copies, reps, ws_alloc(ks[x], p)};
+        if (graph) { g[x] = gpu_graph_capture(tfn_on, &c[x]); fns[x] = gpu_graph_replay; ctx[x] = g[x]; }
+        else { fns[x] = tfn; ctx[x] = &c[x]; }
+    }
     double ms[16];
     gpu_time_interleaved_ms(fns, ctx, n, 2, repeat, ms);
-    for (int x = 0; x < n; x++) { us[x] = ms[x] * 1e3 / reps; dfree(c[x].ws); }
+    for (int x = 0; x < n; x++) { us[x] = ms[x] * 1e3 / reps; gpu_graph_free(g[x]); dfree(c[x].ws); }
 }
 
 static void csv_row(FILE *csv, const char *mode, const DecodeKernel *k, const DProb *p, double us)
@@ -636,7 +653,7 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
     printf("\nthe device's read bandwidth, measured: %.0f GB/s (2 GB read once, 16-byte loads, median of %ld)\n", bw, o->repeat);
     if (csv) fprintf(csv, "bandwidth,0,read bandwidth,-,0,0,0,0,0,0,0,0,%.1f,2147483648\n", bw);
     double us[16];
-    time_kernels(run, nr, &p, 1, 1, (int)o->repeat, us);
+    time_kernels(run, nr, &p, 1, 1, (int)o->repeat, 0, us);
     printf("times of one decode step (CUDA events around one launch, its launch latency included; interleaved, median of "
            "%ld); GB/s = the cache's bytes / time:\n", o->repeat);
     int best = -1;
@@ -707,7 +724,7 @@ static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *la
         run[nr++] = k;
     }
     double us[16];
-    time_kernels(run, nr, ps, copies, 8, (int)o->repeat, us);
+    time_kernels(run, nr, ps, copies, 20, (int)o->repeat, 1, us);
     char b1[32];
     printf("  %-26s %9s", label, fmt_bytes(cache_bytes(&p), b1, sizeof b1));
     for (int x = 0; x < nk; x++) {
@@ -743,8 +760,8 @@ static void bench_header(const Opts *o, const char *title, const int *only_ids, 
 static int run_bench(const Opts *o, FILE *csv)
 {
     printf("step05 --decode --bench: %s, D = 128, one new row per sequence unless said; us per decode step, GB/s of K and "
-           "V read (the cache's bytes / time), %% of the read bandwidth\n(CUDA events around 8 launches back to back, on "
-           "copies of the problem when its cache is under 256 MB so that no launch reads the last one's from L2; the kernels "
+           "V read (the cache's bytes / time), %% of the read bandwidth\n(CUDA events around one replay of a CUDA graph of 20 "
+           "launches, as plots/sdpa_decode.py times PyTorch, on copies of the problem when its cache is under 256 MB so that no launch reads the last one's from L2; the kernels "
            "of a row interleaved sample by sample, median of %ld)\ndevice: %s\n", dtype_name(o->dtype), o->repeat, gpu_describe());
     const double bw = dec_read_bandwidth_gbs((size_t)2 << 30, (int)o->repeat);
     printf("the device's read bandwidth, measured: %.0f GB/s (2 GB read once, 16-byte loads)\n", bw);

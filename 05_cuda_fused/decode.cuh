@@ -1,9 +1,9 @@
 /*
- * decode.cuh: decode kernels 2 to 10, written once, as overlap.cuh is for forward kernels 13 and 14 and
+ * decode.cuh: decode kernels 2 to 12, written once, as overlap.cuh is for forward kernels 13 and 14 and
  * bwd_mma.cuh for backward kernels 2 to 4. Each decodeN_*.cu instantiates the template below with its one
  * idea switched on (`make idea K=D3` shows the flags):
  *
- *   DecodeFlags<SPLIT, GROUPED, PAGED, NST[, OCC[, LEAN[, BULK[, MERGE8[, EARLY]]]]]>
+ *   DecodeFlags<SPLIT, GROUPED, PAGED, NST[, OCC[, LEAN[, BULK[, MERGE8[, EARLY[, ROUND[, ONE]]]]]]]>
  *   kernel 2  <0, 0, 0, 3>  the forward kernel as is: one block per (sequence, query head), its 4 warps
  *                           16 query rows each, every warp over every key (kernel 9's loop); n <= 16
  *                           new rows fill one warp, the block's other three only load
@@ -27,6 +27,12 @@
  *   kernel 10 <1, 1, 1, 3, 1, 1, 1, 1, 1>  the merge launched early: kernel 9, its merge kernel launched as a
  *                           programmatic dependent of the split kernel (sm_90), resident and waiting
  *                           (griddepcontrol.wait) while the split's last blocks run
+ *   kernel 11 <1, 1, 1, 3, 1, 1, 1, 1, 1, 1>  the merge's loads in one round: kernel 10, its merge kernel reading
+ *                           every split's state of its row at once (decode_merge_round) instead of 8 at a time,
+ *                           twice
+ *   kernel 12 <1, 1, 1, 3, 1, 1, 1, 1, 1, 1, 1>  one block an SM at short splits: kernel 11, where its splits would
+ *                           hold fewer than 8 tiles each, as many splits as fill the SMs with one block each
+ *                           (half of them at D = 128), each twice as long; a choice of the launcher (dec_grid)
  *
  * The arithmetic is kernel 9's (05_cuda_fused/kernel09_ffma_scale.cu): S = Q K^T and O += P V on
  * mma.sync m16n8k16, fp32 accumulators, the running max in log2 units, p = 2^(s scale_log2 - m) as one
@@ -63,7 +69,7 @@ constexpr int DEC_ROWS = 64;      // query rows per block: 4 warps x 16
 /* NST: the cp.async stages, NST - 1 tiles in flight while one is used. 3 stages take 104 KB at D = 128 (two
  * blocks an SM), 4 take 139 KB (one). */
 template <bool SPLIT_, bool GROUPED_, bool PAGED_, int NST_, bool OCC_ = false, bool LEAN_ = false, bool BULK_ = false,
-          bool MERGE8_ = false, bool EARLY_ = false>
+          bool MERGE8_ = false, bool EARLY_ = false, bool ROUND_ = false, bool ONE_ = false>
 struct DecodeFlags {
     static constexpr bool SPLIT = SPLIT_, GROUPED = GROUPED_, PAGED = PAGED_;
     static constexpr int NST = NST_;
@@ -72,6 +78,8 @@ struct DecodeFlags {
     static constexpr bool BULK = BULK_; // decode kernel 8: quarter tiles by the copy engine, an mbarrier a stage
     static constexpr bool MERGE8 = MERGE8_; // decode kernel 9: the merge's loads of the splits' states 8 at a time
     static constexpr bool EARLY = EARLY_;   // decode kernel 10: the merge kernel launched while the split kernel runs
+    static constexpr bool ROUND = ROUND_;   // decode kernel 11: the merge's loads of the splits' states in one round
+    static constexpr bool ONE = ONE_;       // decode kernel 12: one block an SM where the splits would be short
 };
 
 /* A stage is K's tile then V's, 64 rows of D. Kernels 2-7: rows padded to LD = D + 8 (16 bytes a row: ldmatrix
@@ -584,6 +592,50 @@ decode_merge(const DecParams<T> p)
     p.o[row * D + threadIdx.x] = dec_from_float<T>(L > 0.0f ? O / L : 0.0f); // O = o / l
 }
 
+/* Decode kernel 11: decode_merge's loads in one round. decode_merge reads its row's Sb states 8 at a time, and twice
+ * (the m_s for m, then m_s, l_s and o_s for the sums): 2 Sb / 8 trips to memory one after the other, 8 at S = 32,
+ * each some hundreds of nanoseconds that nothing hides once the split kernel is done (Nsight Compute on the H200:
+ * 7.4 us for decode_merge at B = 1, 32/8 heads, L = 2048, S = 32; the split kernel 10.6). Here each thread first
+ * sets off the loads of its column of the first MERGE_CH splits' o_s, into registers, then thread s reads split s's
+ * m_s and l_s into shared memory: all in flight at once, one trip for Sb <= MERGE_CH (one more per MERGE_CH after).
+ * The sums are decode_merge's, in its order (each thread walks the m_s and l_s in shared memory, the same values
+ * for every thread): O bit for bit. Shared memory: 2 S floats. */
+constexpr int MERGE_CH = 32;
+
+template <int D, typename T, bool WAIT>
+__global__ void __launch_bounds__(D)
+decode_merge_round(const DecParams<T> p)
+{
+    extern __shared__ float ml[];                                // [S] m_s, then [S] l_s
+    const long row = blockIdx.x, b = row / (p.Hq * p.n);
+    const int tiles = (p.len[b] + DEC_BC - 1) / DEC_BC;
+    const int Sb = (tiles + p.chunk_tiles - 1) / p.chunk_tiles;  // the splits that hold keys of sequence b
+    const float *o_s = p.ws_o + row * p.S * D + threadIdx.x;     // this thread's column of split 0's o_s
+    if constexpr (WAIT) dec_wait_prerequisite();                // (kernel 10's early launch, kept)
+    float ov[MERGE_CH];
+#pragma unroll
+    for (int c = 0; c < MERGE_CH; c++) ov[c] = c < Sb ? o_s[c * D] : 0.0f;       // the first MERGE_CH splits' o_s ...
+    for (int s = threadIdx.x; s < Sb; s += D) { ml[s] = p.ws_m[row * p.S + s]; ml[p.S + s] = p.ws_l[row * p.S + s]; }
+    __syncthreads();                                             // ... in flight with every m_s and l_s
+    float M = -INFINITY;
+    for (int s = 0; s < Sb; s++) M = fmaxf(M, ml[s]);            // m = max m_s
+    float L = 0.0f, O = 0.0f;
+    for (int s0 = 0; s0 < Sb; s0 += MERGE_CH) {
+        if (s0 > 0) {                                            // past MERGE_CH splits: the next MERGE_CH, together
+#pragma unroll
+            for (int c = 0; c < MERGE_CH; c++) ov[c] = s0 + c < Sb ? o_s[(s0 + c) * D] : 0.0f;
+        }
+#pragma unroll
+        for (int c = 0; c < MERGE_CH; c++) {
+            if (s0 + c >= Sb) break;
+            const float wt = ex2(ml[s0 + c] - M);                // e^(m_s - m); an empty split: 2^(-inf) = 0
+            L += wt * ml[p.S + s0 + c];                          // l = sum e^(m_s - m) l_s
+            O += wt * ov[c];                                     // o = sum e^(m_s - m) o_s
+        }
+    }
+    p.o[row * D + threadIdx.x] = dec_from_float<T>(L > 0.0f ? O / L : 0.0f); // O = o / l
+}
+
 // --- the launcher ---------------------------------------------------------------------------------
 
 /* The grid of a decode launch: how many splits S of how many tiles. Without SPLIT, S = 1. With it, S
@@ -634,6 +686,10 @@ static DecGrid dec_grid(const DecodeArgs *a)
         const long per_sm = dec_per_sm<D, F::NST>();
         const long base = a->B * gr.heads * gr.rchunks, want = (long)sms * per_sm;
         long S = a->splits > 0 ? a->splits : want / base; /* whole waves: a split more would start a wave mostly empty */
+        /* kernel 12: splits of fewer than 8 tiles (512 keys) are all prologue and epilogue (the lengths, Q's
+         * fragments, the barriers; the warps' merge through shared memory, the state written, then read and merged
+         * again by decode_merge): there one block an SM, fewer splits of more keys each */
+        if (F::ONE && a->splits <= 0 && per_sm > 1 && S > 1 && (gr.tiles + S - 1) / S < 8) S = sms / base;
         if (S > gr.tiles) S = gr.tiles;
         if (S < 1) S = 1;
         gr.chunk_tiles = (int)((gr.tiles + S - 1) / S);
@@ -731,7 +787,12 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
         cfg.stream = s;
         cfg.attrs = early;
         cfg.numAttrs = 1;
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_merge<D, T, F::MERGE8 ? 8 : 1, true>, p));
+        if constexpr (F::ROUND) {                                // kernel 11: its merge reads in one round
+            cfg.dynamicSmemBytes = 2 * (size_t)gr.S * sizeof(float);
+            CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_merge_round<D, T, true>, p));
+        } else {
+            CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_merge<D, T, F::MERGE8 ? 8 : 1, true>, p));
+        }
     } else if (gr.S > 1) {
         decode_merge<D, T, F::MERGE8 ? 8 : 1><<<(unsigned)rows_total, D, 0, s>>>(p);
         CUDA_CHECK_LAST();
@@ -745,7 +806,7 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
  * D = 128 is still refused, a SKIP). The launch, its workspace and its
  * describe line all go through Fit, so that the split count (sized from the stages' bytes) is the same in each. */
 template <class F>
-using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2, F::OCC, F::LEAN, F::BULK, F::MERGE8, F::EARLY>;
+using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2, F::OCC, F::LEAN, F::BULK, F::MERGE8, F::EARLY, F::ROUND, F::ONE>;
 template <int D, class F> static bool dec_stages_fit() { return DecSmemF<D, F>::bytes <= (size_t)gpu_smem_block(); }
 /* Two stages instead of F's: where F's do not fit, and with OCC (decode kernel 6) where the grid fills every SM
  * without a split even at two stages' occupancy: B x heads x row chunks >= SMs x the blocks of two stages an SM
@@ -810,7 +871,8 @@ template <class F> static void dec_describe(const DecodeArgs *a, char *buf, size
              "%d stages; %d query rows a block%s%s", blocks, a->B, gr.heads, F::GROUPED ? "KV" : "query",
              gr.rchunks > 1 ? " x row chunks" : "", gr.S, gr.S == 1 ? "" : "s", gr.chunk_tiles, DEC_BC, st,
              gr.rows < DEC_ROWS ? gr.rows : DEC_ROWS,
-             gr.S == 1 ? "" : F::EARLY ? ", then the merge kernel, launched early" : ", then the merge kernel",
+             gr.S == 1 ? "" : F::ROUND ? ", then the merge kernel, launched early, its loads in one round"
+                            : F::EARLY ? ", then the merge kernel, launched early" : ", then the merge kernel",
              F::PAGED ? ", pages through the block table" : "");
 }
 

@@ -224,7 +224,20 @@ idea_of() {
             echo "with the blocks they open (comments dropped; the two .cu files that instantiate it: $(inst_counts "$pf" "$f" "$pn" "$n"))."
             echo
             cat "$tmp/flags"
-            echo "($(grep -c . "$tmp/flags") lines of $c's launcher depend on ${changed% })"
+            nl=$(grep -c . "$tmp/flags")
+            echo "($nl line$([ "$nl" = 1 ] || echo s) of $c's launcher $([ "$nl" = 1 ] && echo depends || echo depend) on ${changed% })"
+            # a kernel those lines launch that the template defines (decode kernel 11's merge): its code, from its
+            # template line to its closing brace, comments dropped
+            for fn in $(grep -o '[a-z_0-9]*<' "$tmp/flags" | tr -d '<' | sort -u); do
+                grep -q "^$fn(" "$dir/$c" || continue
+                echo
+                echo "The kernel they launch, $fn ($c):"
+                echo
+                awk -v fn="$fn" '$0 ~ "^template" { t = NR; buf = "" }
+                    t && !on { buf = buf $0 "\n" }
+                    index($0, fn "(") == 1 { on = 1; printf "%s", buf; next }
+                    on { print; if ($0 ~ /^}/) exit }' "$dir/$c" | sed 's|[[:space:]]*//.*$||' | grep -v '^[[:space:]]*$'
+            done
         else
             if [ -z "$all" ]; then
                 echo "Below, the lines of its kernel that read ${changed% }, with the blocks they open (comments dropped;"

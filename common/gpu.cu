@@ -375,3 +375,29 @@ extern "C" void gpu_time_interleaved_ms(void (*const *fn)(void *), void *const *
 }
 
 extern "C" void gpu_sync_check(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+struct GpuGraph { cudaGraph_t graph; cudaGraphExec_t exec; };
+
+extern "C" GpuGraph *gpu_graph_capture(void (*fn)(void *ctx, void *stream), void *ctx)
+{
+    GpuGraph *g = (GpuGraph *)xmalloc(sizeof *g, "a CUDA graph");
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    /* relaxed: the launchers read device attributes and encode tensor maps on the host while capturing */
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    fn(ctx, s);
+    CUDA_CHECK(cudaStreamEndCapture(s, &g->graph));
+    CUDA_CHECK(cudaGraphInstantiate(&g->exec, g->graph, 0));
+    CUDA_CHECK(cudaStreamDestroy(s));
+    return g;
+}
+
+extern "C" void gpu_graph_replay(void *g) { CUDA_CHECK(cudaGraphLaunch(((GpuGraph *)g)->exec, 0)); }
+
+extern "C" void gpu_graph_free(GpuGraph *g)
+{
+    if (!g) return;
+    CUDA_CHECK(cudaGraphExecDestroy(g->exec));
+    CUDA_CHECK(cudaGraphDestroy(g->graph));
+    tfree(g);
+}

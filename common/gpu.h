@@ -99,6 +99,14 @@ double gpu_time_median_ms(void (*fn)(void *), void *ctx, int warmup, int repeat)
  * whatever drifts, drifts for every method alike. Step 05's bench, backward and ALiBi ratios and step 06's
  * causal speed-up are timed this way. */
 void gpu_time_interleaved_ms(void (*const *fn)(void *), void *const *ctx, int n, int warmup, int repeat, double *ms);
+/* fn(ctx, stream)'s launches captured once into a CUDA graph, on a stream of its own; gpu_graph_replay(g) launches
+ * the graph on the default stream, where the timers' events are (its signature is a timer's fn). A replay leaves out
+ * the host's work per launch, as PyTorch's CUDA graphs do: at a 10 us decode step that work is a part of what plain
+ * launches time, and plots/sdpa_decode.py times PyTorch from a graph. */
+typedef struct GpuGraph GpuGraph;
+GpuGraph *gpu_graph_capture(void (*fn)(void *ctx, void *stream), void *ctx);
+void gpu_graph_replay(void *g);
+void gpu_graph_free(GpuGraph *g);
 
 #ifdef __cplusplus
 }
