@@ -503,9 +503,10 @@ void decode_run_checks(long only)
             for (int lc = 1; lc < 3; lc++)
                 check_problem(only, dt, 128, extra[e][0], extra[e][1], extra[e][2], lc, 9000 + (uint64_t)(dt * 2 + e) * 3 + lc);
         /* one long cache at B = 1 (L = 5000): 79 splits at 8/1 heads, 40 at 4/4 on the H200, more than decode kernel
-         * 11's merge reads in one round */
-        for (int e = 0; e < 2 && dt != DT_FP32; e++)
-            check_problem(only, dt, 128, e ? 4 : 8, e ? 4 : 1, e ? 3 : 1, 4, 9200 + (uint64_t)(dt * 2 + e));
+         * 11's merge reads in one round (32), and at D = 64 more than its threads (64) */
+        for (int di = 0; di < 2 && dt != DT_FP32; di++)
+            for (int e = 0; e < 2; e++)
+                check_problem(only, dt, di ? 64 : 128, e ? 4 : 8, e ? 4 : 1, e ? 3 : 1, 4, 9200 + (uint64_t)((dt * 2 + di) * 2 + e));
         /* a serving batch, B = 128 x 4 KV heads = 512 blocks before any split, at least 3 an SM on 170 SMs or fewer:
          * at D = 128 where decode kernel 6 takes its two stages (the shapes above leave the GPU to the split) */
         for (int di = 0; di < nd && dt != DT_FP32; di++)
@@ -542,8 +543,9 @@ static void tfn(void *c) { tfn_on(c, NULL); }
 
 /* Kernels ks[0..n) on the copies p[0..copies), timed against each other (interleaved, median of repeat), each
  * sample `reps` launches: us[] per launch. graph: each sample one replay of the reps launches captured in a CUDA
- * graph (PyTorch's measure in plots/sdpa_decode.py: 20 calls a graph), so that the host's work per launch is not
- * timed; else the launches as they are, the host's time between them counted where it exceeds the GPU's. */
+ * graph (PyTorch's measure in plots/sdpa_decode.py: 20 calls a graph): neither the host's work per launch nor the
+ * stream's gap between two kernels, which the graph shortens, is timed; else the launches as they are, gaps and all
+ * (2-3 us a decode step more on the H200, the record). */
 static void time_kernels(const DecodeKernel *const *ks, int n, DProb *p, int copies, int reps, int repeat, int graph,
                          double *us)
 {
@@ -836,6 +838,21 @@ static int run_sanitize(const Opts *o)
             if (rc != 0 && !gpu_refused()) return EXIT_FAIL;
             if (rc != 0) continue;                   /* D = 128 refused by a smaller GPU's shared memory (--gpu-as t4) */
             printf("ran decode kernel %d fp16 D=128 Hq=8 Hkv=4 n=1 B=%d L=1..130\n", ks[x]->id, DEC_CHECK_BATCH);
+            ran++;
+        }
+    tfree(out);
+    dprob_free(&p);
+    /* one long cache at D = 64 (fp16), the split kernels: 79 splits of one tile on the H200, so decode kernel 11's merge
+     * reads in three rounds, and its m_s and l_s with more splits than threads */
+    const int len1[1] = {5000};
+    dprob_make(&p, 1, 8, 1, 64, 1, len1, DT_FP16, 256, 13, 1, NULL, 0);
+    out = xmalloc(p.nq * 4, "O");
+    for (int x = 0; x < nk; x++)
+        if (ks[x]->id > 2 && opts_kernel(o, ks[x]->id) && kernel_takes(ks[x], DT_FP16, 64)) {
+            void *ws = ws_alloc(ks[x], &p);
+            if (dec_run(ks[x], &p, ws, out) != 0) return EXIT_FAIL;
+            dfree(ws);
+            printf("ran decode kernel %d fp16 D=64 Hq=8 Hkv=1 n=1 L=5000%s\n", ks[x]->id, ks[x]->paged ? " page=256" : "");
             ran++;
         }
     tfree(out);

@@ -609,7 +609,7 @@ decode_merge_round(const DecParams<T> p)
     extern __shared__ float ml[];                                // [S] m_s, then [S] l_s
     const long row = blockIdx.x, b = row / (p.Hq * p.n);
     const int tiles = (p.len[b] + DEC_BC - 1) / DEC_BC;
-    const int Sb = (tiles + p.chunk_tiles - 1) / p.chunk_tiles;  // the splits that hold keys of sequence b
+    const int Sb = min((tiles + p.chunk_tiles - 1) / p.chunk_tiles, p.S); // the splits that hold keys of sequence b
     const float *o_s = p.ws_o + row * p.S * D + threadIdx.x;     // this thread's column of split 0's o_s
     if constexpr (WAIT) dec_wait_prerequisite();                // (kernel 10's early launch, kept)
     float ov[MERGE_CH];
@@ -641,7 +641,7 @@ decode_merge_round(const DecParams<T> p)
 /* The grid of a decode launch: how many splits S of how many tiles. Without SPLIT, S = 1. With it, S
  * is what fills the GPU once: as many blocks as the SMs hold at a time, B x heads x row chunks of them
  * before the split, never a split without a tile. */
-struct DecGrid { int heads, g, rows, rchunks, S, chunk_tiles, tiles; };
+struct DecGrid { int heads, g, rows, rchunks, S, chunk_tiles, tiles; bool one; /* kernel 12's rule taken */ };
 
 /* The SM count and shared memory per SM, read from the device once: a decode step takes tens of
  * microseconds, and host calls before each launch would be time the GPU waits (and the timer counts). */
@@ -680,6 +680,7 @@ static DecGrid dec_grid(const DecodeArgs *a)
     gr.tiles = (int)((a->max_len + DEC_BC - 1) / DEC_BC);
     gr.S = 1;
     gr.chunk_tiles = gr.tiles;
+    gr.one = false;
     if (F::SPLIT) {
         int sms, smem_sm;
         dec_device(&sms, &smem_sm);
@@ -688,8 +689,12 @@ static DecGrid dec_grid(const DecodeArgs *a)
         long S = a->splits > 0 ? a->splits : want / base; /* whole waves: a split more would start a wave mostly empty */
         /* kernel 12: splits of fewer than 8 tiles (512 keys) are all prologue and epilogue (the lengths, Q's
          * fragments, the barriers; the warps' merge through shared memory, the state written, then read and merged
-         * again by decode_merge): there one block an SM, fewer splits of more keys each */
-        if (F::ONE && a->splits <= 0 && per_sm > 1 && S > 1 && (gr.tiles + S - 1) / S < 8) S = sms / base;
+         * again by decode_merge): there one block an SM, fewer splits of more keys each, where such a grid still
+         * fills 7/8 of the SMs (B x heads = 72 would leave 60 of 132 idle at one split each) */
+        if (F::ONE && a->splits <= 0 && per_sm > 1 && S > 1 && (gr.tiles + S - 1) / S < 8 && 8 * base * (sms / base) >= 7L * sms) {
+            S = sms / base;
+            gr.one = true;
+        }
         if (S > gr.tiles) S = gr.tiles;
         if (S < 1) S = 1;
         gr.chunk_tiles = (int)((gr.tiles + S - 1) / S);
@@ -871,7 +876,8 @@ template <class F> static void dec_describe(const DecodeArgs *a, char *buf, size
              "%d stages; %d query rows a block%s%s", blocks, a->B, gr.heads, F::GROUPED ? "KV" : "query",
              gr.rchunks > 1 ? " x row chunks" : "", gr.S, gr.S == 1 ? "" : "s", gr.chunk_tiles, DEC_BC, st,
              gr.rows < DEC_ROWS ? gr.rows : DEC_ROWS,
-             gr.S == 1 ? "" : F::ROUND ? ", then the merge kernel, launched early, its loads in one round"
+             gr.S == 1 ? "" : gr.one ? ", one block an SM (short splits), then the merge kernel, launched early, its loads in one round"
+                            : F::ROUND ? ", then the merge kernel, launched early, its loads in one round"
                             : F::EARLY ? ", then the merge kernel, launched early" : ", then the merge kernel",
              F::PAGED ? ", pages through the block table" : "");
 }

@@ -282,10 +282,10 @@ if [ "$1" = "--check" ]; then
         out=$(sh "$0" "$k" 2>"$tmp/err"); rc=$?
         # a diff with changed lines, or a template flag that some line of the template reads
         lines=$(printf '%s\n' "$out" | grep -c '^[+-]')
-        dep=$(printf '%s\n' "$out" | sed -n 's/^(\([0-9]*\) lines of .* depend on .*)$/\1/p')
+        dep=$(printf '%s\n' "$out" | sed -n 's/^(\([0-9]*\) lines\{0,1\} of .* depends\{0,1\} on .*)$/\1/p')
         [ -n "$dep" ] && lines=$dep
         if [ "$rc" -eq 0 ] && [ "$lines" -gt 0 ] && [ -n "$(idea "$f")" ]; then
-            echo "PASS idea/$k: $(printf '%s\n' "$out" | head -n 1), $(printf '%s\n' "$out" | grep -E '^\([0-9]+ lines of (code added, .*|.* depend on .*)\)$' | tr '\n' ' ' | sed 's/ $//')"
+            echo "PASS idea/$k: $(printf '%s\n' "$out" | head -n 1), $(printf '%s\n' "$out" | grep -E '^\([0-9]+ lines? of (code added, .*|.* depends? on .*)\)$' | tr '\n' ' ' | sed 's/ $//')"
         else
             failed=1
             echo "FAIL idea/$k: expected a header line ' * Extends: FILE.cu; idea: ...' naming an existing kernel and a non-empty diff, got exit $rc, $lines changed lines: $(head -c 200 "$tmp/err")"

@@ -101,8 +101,8 @@ double gpu_time_median_ms(void (*fn)(void *), void *ctx, int warmup, int repeat)
 void gpu_time_interleaved_ms(void (*const *fn)(void *), void *const *ctx, int n, int warmup, int repeat, double *ms);
 /* fn(ctx, stream)'s launches captured once into a CUDA graph, on a stream of its own; gpu_graph_replay(g) launches
  * the graph on the default stream, where the timers' events are (its signature is a timer's fn). A replay leaves out
- * the host's work per launch, as PyTorch's CUDA graphs do: at a 10 us decode step that work is a part of what plain
- * launches time, and plots/sdpa_decode.py times PyTorch from a graph. */
+ * the host's work per launch and shortens the GPU's gap between one kernel and the next, as PyTorch's CUDA graphs
+ * do: 2-3 us a decode step of two kernels on the H200, and plots/sdpa_decode.py times PyTorch from a graph. */
 typedef struct GpuGraph GpuGraph;
 GpuGraph *gpu_graph_capture(void (*fn)(void *ctx, void *stream), void *ctx);
 void gpu_graph_replay(void *g);
