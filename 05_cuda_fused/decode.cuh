@@ -32,7 +32,8 @@
  *                           twice
  *   kernel 12 <1, 1, 1, 3, 1, 1, 1, 1, 1, 1, 1>  one block an SM at short splits: kernel 11, where its splits would
  *                           hold fewer than 8 tiles each, as many splits as fill the SMs with one block each
- *                           (half of them at D = 128), each twice as long; a choice of the launcher (dec_grid)
+ *                           (half of them at D = 128), each twice as long, where that grid fills 7/8 of the SMs;
+ *                           a choice of the launcher (dec_grid)
  *
  * The arithmetic is kernel 9's (05_cuda_fused/kernel09_ffma_scale.cu): S = Q K^T and O += P V on
  * mma.sync m16n8k16, fp32 accumulators, the running max in log2 units, p = 2^(s scale_log2 - m) as one
@@ -691,7 +692,8 @@ static DecGrid dec_grid(const DecodeArgs *a)
          * fragments, the barriers; the warps' merge through shared memory, the state written, then read and merged
          * again by decode_merge): there one block an SM, fewer splits of more keys each, where such a grid still
          * fills 7/8 of the SMs (B x heads = 72 would leave 60 of 132 idle at one split each) */
-        if (F::ONE && a->splits <= 0 && per_sm > 1 && S > 1 && (gr.tiles + S - 1) / S < 8 && 8 * base * (sms / base) >= 7L * sms) {
+        if (F::ONE && a->splits <= 0 && per_sm > 1 && S > 1 && (gr.tiles + S - 1) / S < 8 &&
+            8 * base * (sms / base) >= 7L * sms) {
             S = sms / base;
             gr.one = true;
         }
@@ -876,9 +878,10 @@ template <class F> static void dec_describe(const DecodeArgs *a, char *buf, size
              "%d stages; %d query rows a block%s%s", blocks, a->B, gr.heads, F::GROUPED ? "KV" : "query",
              gr.rchunks > 1 ? " x row chunks" : "", gr.S, gr.S == 1 ? "" : "s", gr.chunk_tiles, DEC_BC, st,
              gr.rows < DEC_ROWS ? gr.rows : DEC_ROWS,
-             gr.S == 1 ? "" : gr.one ? ", one block an SM (short splits), then the merge kernel, launched early, its loads in one round"
-                            : F::ROUND ? ", then the merge kernel, launched early, its loads in one round"
-                            : F::EARLY ? ", then the merge kernel, launched early" : ", then the merge kernel",
+             gr.S == 1  ? ""
+             : gr.one   ? ", one block an SM (short splits), then the merge kernel, launched early, its loads in one round"
+             : F::ROUND ? ", then the merge kernel, launched early, its loads in one round"
+             : F::EARLY ? ", then the merge kernel, launched early" : ", then the merge kernel",
              F::PAGED ? ", pages through the block table" : "");
 }
 
