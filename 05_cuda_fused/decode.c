@@ -545,7 +545,7 @@ static void tfn(void *c) { tfn_on(c, NULL); }
  * sample `reps` launches: us[] per launch. graph: each sample one replay of the reps launches captured in a CUDA
  * graph (PyTorch's measure in plots/sdpa_decode.py: 20 calls a graph): neither the host's work per launch nor the
  * stream's gap between two kernels, which the graph shortens, is timed; else the launches as they are, gaps and all
- * (2-3 us a decode step more on the H200, the record). */
+ * (1.6-3.1 us a decode step more on the H200, the record). */
 static void time_kernels(const DecodeKernel *const *ks, int n, DProb *p, int copies, int reps, int repeat, int graph,
                          double *us)
 {
@@ -763,8 +763,9 @@ static int run_bench(const Opts *o, FILE *csv)
 {
     printf("step05 --decode --bench: %s, D = 128, one new row per sequence unless said; us per decode step, GB/s of K and "
            "V read (the cache's bytes / time), %% of the read bandwidth\n(CUDA events around one replay of a CUDA graph of 20 "
-           "launches, as plots/sdpa_decode.py times PyTorch, on copies of the problem when its cache is under 256 MB so that no launch reads the last one's from L2; the kernels "
-           "of a row interleaved sample by sample, median of %ld)\ndevice: %s\n", dtype_name(o->dtype), o->repeat, gpu_describe());
+           "launches, as plots/sdpa_decode.py times PyTorch, on copies of the problem when its cache is under 256 MB so "
+           "that no launch reads the last one's from L2; the kernels of a row interleaved sample by sample, median of "
+           "%ld)\ndevice: %s\n", dtype_name(o->dtype), o->repeat, gpu_describe());
     const double bw = dec_read_bandwidth_gbs((size_t)2 << 30, (int)o->repeat);
     printf("the device's read bandwidth, measured: %.0f GB/s (2 GB read once, 16-byte loads)\n", bw);
     if (csv) fprintf(csv, "bandwidth,0,read bandwidth,%s,0,0,0,0,0,0,0,0,%.1f,2147483648\n", dtype_name(o->dtype), bw);

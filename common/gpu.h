@@ -102,7 +102,7 @@ void gpu_time_interleaved_ms(void (*const *fn)(void *), void *const *ctx, int n,
 /* fn(ctx, stream)'s launches captured once into a CUDA graph, on a stream of its own; gpu_graph_replay(g) launches
  * the graph on the default stream, where the timers' events are (its signature is a timer's fn). A replay leaves out
  * the host's work per launch and shortens the GPU's gap between one kernel and the next, as PyTorch's CUDA graphs
- * do: 2-3 us a decode step of two kernels on the H200, and plots/sdpa_decode.py times PyTorch from a graph. */
+ * do: 1.6-3.1 us a decode step of two kernels on the H200, and plots/sdpa_decode.py times PyTorch from a graph. */
 typedef struct GpuGraph GpuGraph;
 GpuGraph *gpu_graph_capture(void (*fn)(void *ctx, void *stream), void *ctx);
 void gpu_graph_replay(void *g);
