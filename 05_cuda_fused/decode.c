@@ -12,8 +12,8 @@
  * --check: every kernel on every shape of the grid below against the float64 reference of its rows, with
  * the tolerance of naive attention in the same dtype (2x its error, as for the forward); each run twice,
  * bit-identical; the paged kernel against the contiguous one, bit-identical; kernel 10 (the merge kernel
- * launched early) against kernel 9, bit-identical; a block table pointing outside the pool refused. The
- * default run: one shape, checked, then timed. --bench: GB/s of cache read
+ * launched early) against kernel 9, bit-identical (11 against 10, 13 against 12 too); a block table pointing
+ * outside the pool refused. The default run: one shape, checked, then timed. --bench: GB/s of cache read
  * (the bytes of K and V of every KV head of every sequence, each read once, over the time) against the
  * device's read bandwidth measured in the same run, at the shapes FlashAttention-2 and cuDNN were timed at
  * (plots/sdpa_decode.py), over the cache length for the picture, over the page size, and over n.
@@ -444,9 +444,10 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
         snprintf(name, sizeof name, "decode%d %s D=%ld Hq=%ld Hkv=%ld n=%ld %s rerun", k->id, dtype_name(dt), D, Hq, Hkv,
                  n, lens);
         report(!memcmp(out, again, p.nq * 4), NULL, name, "two runs bit-identical");
-        /* kernels 10 and 11 change only how the merge runs, not its sums: each O bit for bit the kernel's before */
+        /* kernels 10 and 11 change only how the merge runs, not its sums, and kernel 13 only when the first copies
+         * start: each O bit for bit the kernel's before */
         const DecodeKernel *kb = decode_kernel(k->id - 1);
-        if ((k->id == 10 || k->id == 11) && kb && kernel_takes(kb, dt, D)) {
+        if ((k->id == 10 || k->id == 11 || k->id == 13) && kb && kernel_takes(kb, dt, D)) {
             if (!merged) merged = xmalloc(p.nq * 4, "the kernel before's O");
             void *wsb = ws_alloc(kb, &p);
             const int ran = dec_run(kb, &p, wsb, merged) == 0;
@@ -456,7 +457,8 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
             /* the first run's O (`out`: its workspace zeroed, so a merge that did not wait would read zeros) */
             report(ran && !memcmp(out, merged, p.nq * 4), NULL, name, "%s, the same splits: bit-identical", k->id == 10
                    ? "the merge kernel launched early (waiting in griddepcontrol.wait) against it launched after the split kernel"
-                   : "the merge's loads in one round against 8 at a time, twice");
+                   : k->id == 11 ? "the merge's loads in one round against 8 at a time, twice"
+                   : "the first copies issued behind one trip to memory against three");
         }
         const DecodeKernel *k4 = decode_kernel(4);
         if (k->paged && k4 && kernel_takes(k4, dt, D)) { /* the same keys through the table, the same splits: the same output */

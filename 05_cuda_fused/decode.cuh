@@ -1,9 +1,9 @@
 /*
- * decode.cuh: decode kernels 2 to 12, written once, as overlap.cuh is for forward kernels 13 and 14 and
+ * decode.cuh: decode kernels 2 to 13, written once, as overlap.cuh is for forward kernels 13 and 14 and
  * bwd_mma.cuh for backward kernels 2 to 4. Each decodeN_*.cu instantiates the template below with its one
  * idea switched on (`make idea K=D3` shows the flags):
  *
- *   DecodeFlags<SPLIT, GROUPED, PAGED, NST[, OCC[, LEAN[, BULK[, MERGE8[, EARLY[, ROUND[, ONE]]]]]]]>
+ *   DecodeFlags<SPLIT, GROUPED, PAGED, NST[, OCC[, LEAN[, BULK[, MERGE8[, EARLY[, ROUND[, ONE[, FRONT]]]]]]]]>
  *   kernel 2  <0, 0, 0, 3>  the forward kernel as is: one block per (sequence, query head), its 4 warps
  *                           16 query rows each, every warp over every key (kernel 9's loop); n <= 16
  *                           new rows fill one warp, the block's other three only load
@@ -34,6 +34,9 @@
  *                           hold fewer than 8 tiles each, as many splits as fill the SMs with one block each
  *                           (half of them at D = 128), each twice as long, where that grid fills 7/8 of the SMs;
  *                           a choice of the launcher (dec_grid)
+ *   kernel 13 <1, 1, 1, 3, 1, 1, 1, 1, 1, 1, 1, 1>  loads up front: kernel 12, the length, the first tile's page
+ *                           entries and Q's fragments loaded together, the first tile's boxes issued behind one
+ *                           trip to memory instead of three
  *
  * The arithmetic is kernel 9's (05_cuda_fused/kernel09_ffma_scale.cu): S = Q K^T and O += P V on
  * mma.sync m16n8k16, fp32 accumulators, the running max in log2 units, p = 2^(s scale_log2 - m) as one
@@ -70,7 +73,7 @@ constexpr int DEC_ROWS = 64;      // query rows per block: 4 warps x 16
 /* NST: the cp.async stages, NST - 1 tiles in flight while one is used. 3 stages take 104 KB at D = 128 (two
  * blocks an SM), 4 take 139 KB (one). */
 template <bool SPLIT_, bool GROUPED_, bool PAGED_, int NST_, bool OCC_ = false, bool LEAN_ = false, bool BULK_ = false,
-          bool MERGE8_ = false, bool EARLY_ = false, bool ROUND_ = false, bool ONE_ = false>
+          bool MERGE8_ = false, bool EARLY_ = false, bool ROUND_ = false, bool ONE_ = false, bool FRONT_ = false>
 struct DecodeFlags {
     static constexpr bool SPLIT = SPLIT_, GROUPED = GROUPED_, PAGED = PAGED_;
     static constexpr int NST = NST_;
@@ -81,6 +84,7 @@ struct DecodeFlags {
     static constexpr bool EARLY = EARLY_;   // decode kernel 10: the merge kernel launched while the split kernel runs
     static constexpr bool ROUND = ROUND_;   // decode kernel 11: the merge's loads of the splits' states in one round
     static constexpr bool ONE = ONE_;       // decode kernel 12: one block an SM where the splits would be short
+    static constexpr bool FRONT = FRONT_;   // decode kernel 13: the first copy behind one trip to memory, not three
 };
 
 /* A stage is K's tile then V's, 64 rows of D. Kernels 2-7: rows padded to LD = D + 8 (16 bytes a row: ldmatrix
@@ -407,11 +411,11 @@ decode_kernel(const __grid_constant__ DecParams<T> p)     // (__grid_constant__:
     const long b = blockIdx.x / p.heads, h = blockIdx.x % p.heads;
     const int s = blockIdx.y, rc = blockIdx.z;                   // split s of the keys, row chunk rc
     const long hkv = F::GROUPED ? h : h / (p.Hq / p.Hkv);
-    const int len = p.len[b];
-    const int tiles = (len + DEC_BC - 1) / DEC_BC;
-    const int t0 = s * p.chunk_tiles, t1 = min(t0 + p.chunk_tiles, tiles);
-    if (t0 >= t1) return;                                        // a split past this sequence's keys: no state
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int t0 = s * p.chunk_tiles;
+    int ent[4] = {0, 0, 0, 0};                                   // PAGED: the pages of the next tile to copy
+    const bool copier = !F::BULK || warp == 0;                   // BULK: warp 0 alone copies, so alone needs pages
+    const int len = p.len[b];
 
     /* Who does what. rows_here query rows (of the rows of this sequence and grid head) in R blocks of 16.
      * SPLIT: warp w takes row block w % R and key slice w / R of nsl = 4 / R slices of each tile; the
@@ -422,25 +426,63 @@ decode_kernel(const __grid_constant__ DecParams<T> p)     // (__grid_constant__:
     const bool active = rb < R && sl < nsl;
     const int slice_keys = DEC_BC / nsl;                         // 16, 32 or 64
 
-    /* This lane's two rows (g and g + 8 of the row block): their query head, and the last key each sees. */
-    long last[2];
+    /* This lane's two rows (g and g + 8 of the row block): their new-row index i, whether they are real, and Q's
+     * A fragments, straight from memory. */
+    long qi[2];
+    bool qreal[2];
     uint32_t qa[D / 16][4];
+    auto load_q = [&]() {
 #pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-        const int gr = rc * DEC_ROWS + rb * 16 + g + 8 * hh;
-        long hq = 0, i = 0;
-        const bool real = active && gr < p.rows;
-        if (real) dec_row<F::GROUPED>(p, h, gr, &hq, &i);
-        /* row i sits at position len - n + i. A padded row (past the block's rows) is never masked: its q is 0,
-         * so every score is 0 and nothing overflows, and what it computes is never written */
-        last[hh] = real ? len - p.n + i : LONG_MAX;
-        const T *qrow = p.q + ((b * p.Hq + hq) * p.n + i) * D;
+        for (int hh = 0; hh < 2; hh++) {
+            const int gr = rc * DEC_ROWS + rb * 16 + g + 8 * hh;
+            long hq = 0, i = 0;
+            const bool real = active && gr < p.rows;
+            if (real) dec_row<F::GROUPED>(p, h, gr, &hq, &i);
+            qi[hh] = i;
+            qreal[hh] = real;
+            const T *qrow = p.q + ((b * p.Hq + hq) * p.n + i) * D;
 #pragma unroll
-        for (int ks = 0; ks < D / 16; ks++) {                    // the A fragments of Q, straight from memory
-            qa[ks][hh] = real ? *reinterpret_cast<const uint32_t *>(qrow + ks * 16 + 2 * t) : 0u;
-            qa[ks][2 + hh] = real ? *reinterpret_cast<const uint32_t *>(qrow + ks * 16 + 8 + 2 * t) : 0u;
+            for (int ks = 0; ks < D / 16; ks++) {
+                qa[ks][hh] = real ? *reinterpret_cast<const uint32_t *>(qrow + ks * 16 + 2 * t) : 0u;
+                qa[ks][2 + hh] = real ? *reinterpret_cast<const uint32_t *>(qrow + ks * 16 + 8 + 2 * t) : 0u;
+            }
         }
+    };
+    /* FRONT (decode kernel 13): the first tile's pages (read as far as the cache's capacity, max_len: which of them
+     * lie before len is decided when the copies are issued) and Q's fragments are loaded while the length is still
+     * on its way, and the mbarriers made meanwhile: one trip to memory before the first copy, not three (the
+     * length, then Q behind the split's test, then the pages behind the barriers). */
+    if constexpr (F::FRONT) {
+        if (F::PAGED && copier) dec_tile_pages(p, b, t0, (int)min(p.max_len, (long)INT_MAX), ent);
+        load_q();
+        if constexpr (F::BULK) dec_bars_init(bar0, NST);
     }
+    const int tiles = (len + DEC_BC - 1) / DEC_BC;
+    const int t1 = min(t0 + p.chunk_tiles, tiles);
+    if (t0 >= t1) return;                                        // a split past this sequence's keys: no state
+
+    /* The K/V tiles t0 .. t1 - 1 through NST stages: tile it + NST - 1 is copied while tile it is used. */
+    auto first_copies = [&]() {
+#pragma unroll
+        for (int st = 0; st < NST - 1; st++) {
+            if (t0 + st < t1) {
+                if (F::PAGED && copier && !(F::FRONT && st == 0)) dec_tile_pages(p, b, t0 + st, len, ent);
+                dec_copy_tile<D, F>(k_buf + st * DEC_BC * LD, v_buf + st * DEC_BC * LD, p, b, hkv,
+                                    (long)(t0 + st) * DEC_BC, len, ent, bar0 + 8 * st);
+            }
+            cp_async_commit();
+        }
+        if (F::PAGED && copier && t0 + NST - 1 < t1) dec_tile_pages(p, b, t0 + NST - 1, len, ent);
+    };
+    if constexpr (F::FRONT) first_copies();
+    else load_q();
+
+    /* The last key each of this lane's rows sees: row i sits at position len - n + i. A padded row (past the
+     * block's rows) is never masked: its q is 0, so every score is 0 and nothing overflows, and what it computes
+     * is never written. */
+    long last[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) last[hh] = qreal[hh] ? len - p.n + qi[hh] : LONG_MAX;
     /* The warp's rows: below lastmin no key is masked for any of them (no compare needed), past lastmax every
      * key is (the warp stops there). */
     long lastmin = min(last[0], last[1]);
@@ -456,20 +498,10 @@ decode_kernel(const __grid_constant__ DecParams<T> p)     // (__grid_constant__:
     for (int nt = 0; nt < D / 8; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    /* The K/V tiles t0 .. t1 - 1 through NST stages: tile it + NST - 1 is copied while tile it is used. */
-    int ent[4] = {0, 0, 0, 0};                                   // PAGED: the pages of the next tile to copy
-    const bool copier = !F::BULK || warp == 0;                   // BULK: warp 0 alone copies, so alone needs pages
-    if constexpr (F::BULK) dec_bars_init(bar0, NST);
-#pragma unroll
-    for (int st = 0; st < NST - 1; st++) {
-        if (t0 + st < t1) {
-            if (F::PAGED && copier) dec_tile_pages(p, b, t0 + st, len, ent);
-            dec_copy_tile<D, F>(k_buf + st * DEC_BC * LD, v_buf + st * DEC_BC * LD, p, b, hkv, (long)(t0 + st) * DEC_BC,
-                                len, ent, bar0 + 8 * st);
-        }
-        cp_async_commit();
+    if constexpr (!F::FRONT) {
+        if constexpr (F::BULK) dec_bars_init(bar0, NST);
+        first_copies();
     }
-    if (F::PAGED && copier && t0 + NST - 1 < t1) dec_tile_pages(p, b, t0 + NST - 1, len, ent);
     for (int it = 0; it < t1 - t0; it++) {
         const int nxt = it + NST - 1;
         if (t0 + nxt < t1) {
@@ -813,7 +845,8 @@ static int dec_launch_dt(int id, const DecodeArgs *a, void *ws, cudaStream_t s)
  * D = 128 is still refused, a SKIP). The launch, its workspace and its
  * describe line all go through Fit, so that the split count (sized from the stages' bytes) is the same in each. */
 template <class F>
-using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2, F::OCC, F::LEAN, F::BULK, F::MERGE8, F::EARLY, F::ROUND, F::ONE>;
+using DecFewer = DecodeFlags<F::SPLIT, F::GROUPED, F::PAGED, 2, F::OCC, F::LEAN, F::BULK, F::MERGE8, F::EARLY, F::ROUND, F::ONE,
+                             F::FRONT>;
 template <int D, class F> static bool dec_stages_fit() { return DecSmemF<D, F>::bytes <= (size_t)gpu_smem_block(); }
 /* Two stages instead of F's: where F's do not fit, and with OCC (decode kernel 6) where the grid fills every SM
  * without a split even at two stages' occupancy: B x heads x row chunks >= SMs x the blocks of two stages an SM

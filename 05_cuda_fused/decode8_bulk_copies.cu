@@ -64,7 +64,7 @@ const char *dec_bulk_unavailable(void)
         const int ok = major >= 9 && gpu_probe(dec_bulk_probe);
         state = !ok;
         if (!ok)
-            snprintf(why, sizeof why, "decode kernels 8-12's copy-engine boxes (cp.async.bulk.tensor, mbarrier byte counts) "
+            snprintf(why, sizeof why, "decode kernels 8-13's copy-engine boxes (cp.async.bulk.tensor, mbarrier byte counts) "
                      "need compute capability 9.0 or later and a build for it (this GPU: %d.%d)", major, minor);
     }
     return state ? why : NULL;

@@ -43,7 +43,7 @@ want forward && for tool in $TOOLS; do
         echo "FAIL sanitize/$tool step05:"; tail -n 30 /tmp/sanitize.$$.log; fail=1
     fi
 done
-# step 05's decode kernels (kernel 1 in fp32, fp16, bf16; 2-12 in fp16 and bf16): three sequences of 257, 17
+# step 05's decode kernels (kernel 1 in fp32, fp16, bf16; 2-13 in fp16 and bf16): three sequences of 257, 17
 # and 65 keys, 4 query heads over 2 KV heads, 1 and 5 new rows, pages of 64 and 16 keys; a serving batch at D = 128;
 # one cache of 5000 keys at D = 64 for the split kernels (79 splits on the H200: decode kernel 11's merge in rounds)
 want decode && for tool in $TOOLS; do

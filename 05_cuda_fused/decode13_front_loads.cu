@@ -1,0 +1,40 @@
+/*
+ * Extends: decode12_one_block.cu; idea: the first tile's copy issued behind one trip to memory, not three (the length, the page table and Q loaded together)
+ * Code: decode.cuh with SPLIT = true, GROUPED = true, PAGED = true, NST = 3, OCC = true, LEAN = true, BULK = true, MERGE8 = true, EARLY = true, ROUND = true, ONE = true, FRONT = true
+ *
+ * Decode kernel 13: the first copy sooner. Every split block of kernels 3-12 begins with three trips to memory one
+ * behind the other before the copy engine is asked for a byte of K: the sequence's length (a split past it has no
+ * keys and leaves), then Q's fragments (behind that test), then, behind the barrier that makes the mbarriers, the
+ * block table's entries for the first tile's pages. None of the later loads needs the length: Q's rows are known from
+ * the block's place in the grid, and the first tile's page entries can be read as far as the cache's capacity
+ * (max_len), which of them lie before the length being decided only when the boxes are issued (dec_bulk_tile issues
+ * the quarters before len, as before). So here the length, the first pages and Q are loaded together, the mbarriers
+ * made while they travel, and the first tile's boxes issued as soon as the length is in: one trip to memory before
+ * the first copy. Nsight Compute had put a quarter of kernel 11's stall samples at B = 1, 32/8 heads, L = 2048 on
+ * the wait for the first tile (the record, the second session of 2026-11-27). The arithmetic, the splits and the
+ * order of the sums are kernel 12's: O is kernel 12's bit for bit, and --check compares the two.
+ *
+ * What it costs: nothing measurable in instructions; the first tile's four page entries are read by the blocks of
+ * splits past a short sequence's length too (they then leave), entries no copy uses.
+ *
+ * Measured on the H200 (the record's call 3 of the third session of 2026-11-27: `./step05 --decode --bench --kernel
+ * 11-13`, fp16, D = 128, one new row, graph-replayed, the kernels interleaved; `plots/sdpa_decode.py` in the same
+ * call). Against kernel 12, us: B = 1, 32/8 heads, L = 1024 9.22 against 9.35 (+1.5%), 2048 10.19 against 10.66
+ * (+4.6%), 4096 12.45 against 12.71 (+2.1%), 8192 level, 16384 25.34 against 25.96 (+2.4%), 32768 +1.0%; 32 heads
+ * L = 4096 22.70 against 23.22 (+2.3%), 8192 +2.0%, 16384 and 32768 +0.8%, L = 1024, 2048, 65536 and 131072 -0.3%,
+ * -2.0%, -0.1%, -0.3% (the call's spread between identical kernels is 2.4%); B = 64, L = 2048 469.4 against 474.9
+ * (+1.2%); B = 8 level. A few tenths of a microsecond a step, where two trips to memory were hoped for (about a
+ * microsecond): the cuDNN gap at the short grouped caches stays (7.93 / 8.85 / 11.84 us at L = 1024 / 2048 / 4096).
+ */
+#include "decode.cuh"
+
+typedef DecodeFlags<true, true, true, 3, true, true, true, true, true, true, true, true> Dec13;
+
+static int dk13_launch(const DecodeArgs *a, void *ws, void *s) { return dec_launch<Dec13>(13, a, ws, s); }
+static size_t dk13_workspace(const DecodeArgs *a) { return dec_workspace<Dec13>(a); }
+static void dk13_describe(const DecodeArgs *a, char *buf, size_t n) { dec_describe<Dec13>(a, buf, n); }
+
+static const DecodeKernel decode13 = {13, "loads up front", "the length, the first pages and Q loaded at once: the first copy one trip to memory in",
+                                      (1u << DT_FP16) | (1u << DT_BF16), dec_supports, 1, dk13_workspace, dk13_launch,
+                                      dk13_describe, dec_bulk_unavailable};
+DECODE_REGISTER(decode13);
