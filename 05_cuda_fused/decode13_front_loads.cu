@@ -17,14 +17,17 @@
  * What it costs: nothing measurable in instructions; the first tile's four page entries are read by the blocks of
  * splits past a short sequence's length too (they then leave), entries no copy uses.
  *
- * Measured on the H200 (the record's call 3 of the third session of 2026-11-27: `./step05 --decode --bench --kernel
- * 11-13`, fp16, D = 128, one new row, graph-replayed, the kernels interleaved; `plots/sdpa_decode.py` in the same
- * call). Against kernel 12, us: B = 1, 32/8 heads, L = 1024 9.22 against 9.35 (+1.5%), 2048 10.19 against 10.66
- * (+4.6%), 4096 12.45 against 12.71 (+2.1%), 8192 level, 16384 25.34 against 25.96 (+2.4%), 32768 +1.0%; 32 heads
- * L = 4096 22.70 against 23.22 (+2.3%), 8192 +2.0%, 16384 and 32768 +0.8%, L = 1024, 2048, 65536 and 131072 -0.3%,
- * -2.0%, -0.1%, -0.3% (the call's spread between identical kernels is 2.4%); B = 64, L = 2048 469.4 against 474.9
- * (+1.2%); B = 8 level. A few tenths of a microsecond a step, where two trips to memory were hoped for (about a
- * microsecond): the cuDNN gap at the short grouped caches stays (7.93 / 8.85 / 11.84 us at L = 1024 / 2048 / 4096).
+ * Measured on the H200 in two calls on two machines (the record, "Decode kernel 13, and two experiments not kept":
+ * call 3 `./step05 --decode --bench --kernel 11-13`, call 6 the whole bench, fp16 and bf16; graph-replayed, the
+ * kernels interleaved, `plots/sdpa_decode.py` in the same call). Against kernel 12, fp16, call 3 / call 6: B = 1,
+ * 32/8 heads, L = 1024 +1.5 / +1.0%, 2048 +4.6 / +3.9% (10.19 against 10.66 us; 10.44 against 10.85), 4096 +2.1 /
+ * +1.5%, 8192 level, 16384 +2.4 / +2.7%, 32768 +1.0 / +1.7%; 32 heads, L = 4096 +2.3 / +2.7%, 8192 +2.0 / +1.6%,
+ * 16384 +0.8 / +1.2%; L = 2048 -2.0 / -1.4% (in both calls: not explained), L = 131072 -0.3 / -0.2%; B = 64, L =
+ * 2048 +1.2 / +1.5% (469.8 against 476.7 us in call 6); B = 8 level. bf16 within 0.7 points of fp16 at every shape
+ * (call 6). At B = 1 a few tenths of a microsecond a step, where two trips to memory were hoped for (about a
+ * microsecond); at B = 64 (2048 blocks in waves, each starting once) 6.9 us of 477.
+ * cuDNN at the short grouped caches stays ahead: 7.94 / 8.99 / 12.06 us at L = 1024 / 2048 / 4096 against 9.49 /
+ * 10.44 / 12.73 (call 6).
  */
 #include "decode.cuh"
 
