@@ -85,6 +85,9 @@ struct DecodeFlags {
     static constexpr bool ROUND = ROUND_;   // decode kernel 11: the merge's loads of the splits' states in one round
     static constexpr bool ONE = ONE_;       // decode kernel 12: one block an SM where the splits would be short
     static constexpr bool FRONT = FRONT_;   // decode kernel 13: the first copy behind one trip to memory, not three
+    /* FRONT reads the first tile's page entries before the length: a cp.async copy (no BULK) would take an entry past
+     * the length as a page (dec_load_tile_lean counts on page 0 there); the boxes skip those quarters */
+    static_assert(!FRONT_ || BULK_, "FRONT needs BULK");
 };
 
 /* A stage is K's tile then V's, 64 rows of D. Kernels 2-7: rows padded to LD = D + 8 (16 bytes a row: ldmatrix
@@ -274,7 +277,7 @@ __device__ __forceinline__ void dec_zero_past_len(T *ks, T *vs, long key0, int l
     }
 }
 
-/* NULL where the BULK kernels (decode kernels 8 to 10) run: sm_90 or later, in this build; else one line why not
+/* NULL where the BULK kernels (decode kernels 8 to 13) run: sm_90 or later, in this build; else one line why not
  * (defined in decode8_bulk_copies.cu). */
 const char *dec_bulk_unavailable(void);
 

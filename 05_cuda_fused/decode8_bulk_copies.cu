@@ -53,7 +53,7 @@ __global__ void dec_bulk_probe(int *ok)
 #endif
 }
 
-/* NULL where decode kernels 8 to 10 run, else one line why not (decode.cuh declares it). */
+/* NULL where decode kernels 8 to 13 run, else one line why not (decode.cuh declares it). */
 const char *dec_bulk_unavailable(void)
 {
     static int state = -1; /* -1 not asked yet, 0 runs here, 1 does not */

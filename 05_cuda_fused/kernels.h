@@ -141,7 +141,7 @@ typedef struct {
      * pages in any order, and shared between sequences (a common prefix is stored once) */
     const void *k_pool, *v_pool; /* [pages, Hkv, page, D] each */
     const int *table;    /* device [B, max_pages] */
-    long page, max_pages;
+    long page, max_pages; /* max_pages >= ceil(max_len / page): decode kernel 13 reads a tile's entries before len */
     long splits;         /* 0: a split kernel chooses S to fill the GPU; else exactly this many (capped at the tiles):
                           * --check compares two kernels on the same splits, bit for bit */
     long pool_pages;     /* the pages k_pool and v_pool hold (decode kernel 8 reads the pool as a tensor of that extent) */
