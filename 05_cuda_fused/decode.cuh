@@ -451,10 +451,11 @@ decode_kernel(const __grid_constant__ DecParams<T> p)     // (__grid_constant__:
             }
         }
     };
-    /* FRONT (decode kernel 13): the first tile's pages (read as far as the cache's capacity, max_len: which of them
-     * lie before len is decided when the copies are issued) and Q's fragments are loaded while the length is still
-     * on its way, and the mbarriers made meanwhile: one trip to memory before the first copy, not three (the
-     * length, then Q behind the split's test, then the pages behind the barriers). */
+    /* FRONT (decode kernel 13): the first tile's pages (read for every key below max_len, the longest sequence's
+     * length, whose pages the table holds: which of them lie before this sequence's len is decided when the copies
+     * are issued) and Q's fragments are loaded while the length is still on its way, and the mbarriers made
+     * meanwhile: by the loads' order, one trip to memory before the first copy, not three (the length, then Q
+     * behind the split's test, then the pages behind the barriers). */
     if constexpr (F::FRONT) {
         if (F::PAGED && copier) dec_tile_pages(p, b, t0, (int)min(p.max_len, (long)INT_MAX), ent);
         load_q();
