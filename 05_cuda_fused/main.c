@@ -103,7 +103,7 @@ static void time_interleaved(const FusedKernel *const *kns, int n, Problem *p, i
  * several row tiles from a counter. At a shape with more row tiles than the GPU has SMs (B = 4, H = 16, N = 1000:
  * 512 row tiles of 128 rows) its blocks take several each, one after the other, so its O and L must equal kernel
  * 14's bit for bit; the grid above (at most 54 row tiles) never gives a block a second one. Kernel 19 (kernel 18
- * storing O otherwise) the same. */
+ * storing O otherwise), kernel 20 (19 starting the next row tile early) and 21 (20 skipping zeros) the same. */
 static void persistent_check(int id)
 {
     const FusedKernel *k14 = fused_kernel(14), *kp = fused_kernel(id);
@@ -144,7 +144,7 @@ static void persistent_check(int id)
 
 static void persistent_checks(long only) /* only: --kernel's id, 0 for all */
 {
-    for (int id = 18; id <= 19; id++)
+    for (int id = 18; id <= 21; id++)
         if (!only || only == 14 || only == id) persistent_check(id);
 }
 
@@ -159,7 +159,7 @@ static int run_checks(long only, int fwd, int bwd)
     char name[160], eb[128];
     printf("device: %s\n", gpu_describe());
     gpu_refusals_quiet(1); /* a launch this GPU refuses is a SKIP line below, with the refusal's words */
-    if (fwd) report_unavailable(0, only); /* a kernel this GPU cannot run (10-19 off Hopper): one line, then silence */
+    if (fwd) report_unavailable(0, only); /* a kernel this GPU cannot run (10-20 off Hopper): one line, then silence */
     for (int dt = 0; dt < 3 && fwd; dt++) {
         if (gpu_dtype_unavailable(dt)) { report_skip(dtype_name(dt), "%s", gpu_dtype_unavailable(dt)); continue; }
         for (size_t b = 0; b < 4; b++)
@@ -222,7 +222,7 @@ static int run_checks(long only, int fwd, int bwd)
                 }
             }
     }
-    if (fwd && (!only || only == 14 || only == 18 || only == 19)) persistent_checks(only);
+    if (fwd && (!only || only == 14 || (only >= 18 && only <= 21))) persistent_checks(only);
     if (fwd) alibi_checks(only); /* a score modifier, ALiBi, in the kernels that take one (question 5) */
     if (fwd && (!only || only <= 2)) { /* fp32 on large scores: the tolerance scales with naive's error */
         Problem p;
@@ -559,11 +559,11 @@ static int run_sanitize_shapes(const Opts *o, int backward)
                 dfree(L);
                 problem_free(&p);
             }
-    /* The persistent kernels 18 and 19 once more where their blocks take several row tiles each (B = 8, H = 16,
+    /* The persistent kernels 18-21 once more where their blocks take several row tiles each (B = 8, H = 16,
      * N = 257: 384 row tiles, more than any GPU's SMs): the ring of tickets and the second item's Q are only
      * exercised there; and causal where the heads go in groups of unequal size (tile_order.cuh: a group's K and V
      * fill half of L2): B = 4, H = 16, N = 1000, D = 128, 51 heads and then 13 on a 50 MiB L2. */
-    for (int id = 18; id <= 19; id++) {
+    for (int id = 18; id <= 21; id++) {
         const FusedKernel *kp = fused_kernel(id);
         for (int causal = 0; causal < 2 && kp && opts_kernel(o, id) && fused_runs(kp, DT_FP16, 64); causal++) {
             Problem p;

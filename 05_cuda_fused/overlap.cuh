@@ -1,12 +1,15 @@
 /*
- * overlap.cuh: the forward of kernels 13, 14, 18 and 19 written once (as
+ * overlap.cuh: the forward of kernels 13, 14 and 18-20 written once (as
  * bwd_mma.cuh is the backward of kernels 2-4): kernel 12's producer and
  * consumer warpgroups with the softmax of tile j under the product
  * P_{j-1} V_{j-1} (kernel 13's idea, its header says it), with PINGPONG the
  * two consumer warpgroups taking turns at the tensor cores (kernel 14's), with
  * PERSIST one block per SM walking row tiles handed out by a counter, Q
- * brought by the copy engine (kernel 18's), and with WIDE_O O stored 16 bytes
- * a lane (kernel 19's). Built only for sm_90a, like kernels 10-12.
+ * brought by the copy engine (kernel 18's), with WIDE_O O stored 16 bytes
+ * a lane (kernel 19's), with CARRY the next row tile's first S issued
+ * behind this one's last P V (kernel 20's), and with HALF_PV the causal diagonal's
+ * masked half left out of warpgroup 0's last P V (kernel 21's). Built only for
+ * sm_90a, like kernels 10-12.
  */
 #ifndef OVERLAP_CUH
 #define OVERLAP_CUH
@@ -45,12 +48,15 @@ template <int D> struct K13 {
 static __device__ unsigned g_tickets;
 
 /* The body of the kernels below, PERSIST or not (tm_q, BH, G and ticket0 are read only when PERSIST); WIDE_O: kernel
- * 19's store of O. */
-template <int D, typename T, bool PINGPONG, bool PERSIST, bool WIDE_O = false>
+ * 19's store of O; CARRY: kernel 20's early start of the next row tile (PERSIST only); HALF_PV: kernel 21's causal
+ * diagonal. */
+template <int D, typename T, bool PINGPONG, bool PERSIST, bool WIDE_O = false, bool CARRY = false, bool HALF_PV = false>
 __device__ __forceinline__ void overlap_body(const T *__restrict__ Q, T *__restrict__ O, float *__restrict__ L, long N,
                                              long row_tiles, int causal, float scale_log2, const CUtensorMap &tm_k,
                                              const CUtensorMap &tm_v, const CUtensorMap &tm_q, long BH, long G, unsigned ticket0)
 {
+    static_assert(!CARRY || PERSIST, "kernel 20's carried S_0 takes the next item's ticket: kernel 18's ring");
+    static_assert(!HALF_PV || CARRY, "kernel 21 extends kernel 20");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = K13<D>;
     constexpr int BC = C::BC, TILE = C::TILE, STAGES = C::STAGES;
@@ -174,29 +180,34 @@ __device__ __forceinline__ void overlap_body(const T *__restrict__ Q, T *__restr
     if (wg == 1) your_turn();                     // warpgroup 0 goes first
 
     long jb = 0;                                  // kernel 18: the K/V tiles of this block's items before this one
-    for (long it = 0; PERSIST || it < 1; it++) {  // kernels 13, 14: one item, the block's
-        if constexpr (PERSIST) {
-            const int slot = (int)(it % 2);
-            mbar_wait(full_t + 8 * slot, (int)((it / 2) & 1));
-            /* Every lane reads the ticket and every thread arrives on empty_t itself: compute-sanitizer's racecheck
-             * follows an mbarrier between the threads that arrive and wait on it, not a __syncwarp before one lane's
-             * arrival (one arrival per warp: it reported the producer's next write to the slot against these reads).
-             * The shuffle from lane 0 changes no value; it tells the compiler the ticket is the same on every lane,
-             * so the tile loop below keeps its addresses and barrier phases in uniform registers, as kernel 14's does
-             * (without it, counted in the machine code at D = 64: 958 per-thread instructions per tile iteration
-             * instead of 849; kernel 14: 832). */
-            const unsigned ticket = __shfl_sync(0xffffffffu, tickets[slot], 0);
-            mbar_arrive(empty_t + 8 * slot);
-            if (ticket >= items) break;
-            ticket_tile(ticket, BH, row_tiles, causal, G, &bh, &tile);
-            ntiles = kv_tiles(tile);
-        }
-        const long i0 = tile * C::BR;
-        const T *Qh = Q + bh * N * D;
-        const long warp_row0 = i0 + warp * 16;        // consumer warpgroup warp/4, its warp warp%4
-        const long row_g = warp_row0 + g, row_g8 = row_g + 8;
+    long warp_row0 = 0, row_g = 0, row_g8 = 0;    // the item's rows: this warp's first, this lane's two
+    uint32_t qf[D / 16][4];                       // Q_i's A fragments, rows past N as zeros
+    float o[D / 2];
+    float m[2], l[2];                             // rows g and g + 8, log2 units
+    float s[BC / 2];                              // S_j, then p_j as floats
+    uint32_t pf[BC / 16][4];                      // p_{j-1} as A fragments of O += P V
 
-        uint32_t qf[D / 16][4];                       // Q_i's A fragments, rows past N as zeros
+    /* Kernel 18: the block's next item, ticket `it` from the ring; false past the last. */
+    auto take_ticket = [&](long it, long *nbh, long *ntile) {
+        const int slot = (int)(it % 2);
+        mbar_wait(full_t + 8 * slot, (int)((it / 2) & 1));
+        /* Every lane reads the ticket and every thread arrives on empty_t itself: compute-sanitizer's racecheck
+         * follows an mbarrier between the threads that arrive and wait on it, not a __syncwarp before one lane's
+         * arrival (one arrival per warp: it reported the producer's next write to the slot against these reads).
+         * The shuffle from lane 0 changes no value; it tells the compiler the ticket is the same on every lane,
+         * so the tile loop below keeps its addresses and barrier phases in uniform registers, as kernel 14's does
+         * (without it, counted in the machine code at D = 64: 958 per-thread instructions per tile iteration
+         * instead of 849; kernel 14: 832). */
+        const unsigned ticket = __shfl_sync(0xffffffffu, tickets[slot], 0);
+        mbar_arrive(empty_t + 8 * slot);
+        if (ticket >= items) return false;
+        ticket_tile(ticket, BH, row_tiles, causal, G, nbh, ntile);
+        return true;
+    };
+    /* An item's start: its rows (row tile rt), Q_i's fragments (kernel 18: item it's Q tile from shared memory) */
+    auto start_item = [&](long it, long rt) {
+        warp_row0 = rt * C::BR + warp * 16;        // consumer warpgroup warp/4, its warp warp%4
+        row_g = warp_row0 + g, row_g8 = row_g + 8;
         if constexpr (PERSIST) {
             /* Kernel 18: from the Q tile the copy engine left in shared memory (128-byte swizzle: row r's 16-byte
              * chunk c at c ^ (r % 8); rows past N arrived as zeros), then the tile is released for the next item's. */
@@ -212,6 +223,8 @@ __device__ __forceinline__ void overlap_body(const T *__restrict__ Q, T *__restr
                 }
             release(empty_q);
         } else {
+            (void)it;
+            const T *Qh = Q + bh * N * D;
 #pragma unroll
             for (int ks = 0; ks < D / 16; ks++)
 #pragma unroll
@@ -221,132 +234,124 @@ __device__ __forceinline__ void overlap_body(const T *__restrict__ Q, T *__restr
                     qf[ks][r] = row < N ? *reinterpret_cast<const uint32_t *>(Qh + row * D + col) : 0u;
                 }
         }
-
-        float o[D / 2];
+    };
+    auto clear = [&]() {                          // O, m and l before an item's first tile
 #pragma unroll
         for (int n = 0; n < D / 2; n++) o[n] = 0.0f;
-        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8, log2 units
+        m[0] = m[1] = -INFINITY;
+        l[0] = l[1] = 0.0f;
+    };
 
-        /* The three pieces of a tile's work, in the order kernel 12 does them;
-         * the loop below interleaves them across tiles. */
-        float s[BC / 2];                              // S_j, then p_j as floats
-        uint32_t pf[BC / 16][4];                      // p_{j-1} as A fragments of O += P V
-        auto stage = [&](long j, uint32_t base) { return base + 8 * (uint32_t)((jb + j) % STAGES); };
-        auto parity = [&](long j) { return (int)(((jb + j) / STAGES) & 1); };
-        auto issue_s = [&](long j) {                  // S_j = Q_i K_j^T, issued, not waited for
-            const uint32_t k_addr = smem_addr + (uint32_t)((jb + j) % STAGES) * TILE;
-            mbar_wait(stage(j, full_k), parity(j));   // K_j has landed
-            wgmma_fence();
+    /* The three pieces of a tile's work, in the order kernel 12 does them;
+     * the loop below interleaves them across tiles. */
+    auto stage = [&](long j, uint32_t base) { return base + 8 * (uint32_t)((jb + j) % STAGES); };
+    auto parity = [&](long j) { return (int)(((jb + j) / STAGES) & 1); };
+    auto issue_s = [&](long j) {                  // S_j = Q_i K_j^T, issued, not waited for
+        const uint32_t k_addr = smem_addr + (uint32_t)((jb + j) % STAGES) * TILE;
+        mbar_wait(stage(j, full_k), parity(j));   // K_j has landed
+        wgmma_fence();
 #pragma unroll
-            for (int ks = 0; ks < D / 16; ks++) {
-                const uint64_t desc = make_desc(k_addr + (ks / 4) * BC * 128 + (ks % 4) * 32, 16, 1024);
-                wgmma_m64n128k16<T, 0>(s, qf[ks], desc, ks > 0);
-            }
-            wgmma_commit();
-        };
-        auto issue_pv = [&](long j) {                 // O += P_j V_j, issued, not waited for
-            const uint32_t v_addr = smem_addr + (uint32_t)(STAGES + (jb + j) % STAGES) * TILE;
-            mbar_wait(stage(j, full_v), parity(j));   // V_j has landed
-            wgmma_fence();
+        for (int ks = 0; ks < D / 16; ks++) {
+            const uint64_t desc = make_desc(k_addr + (ks / 4) * BC * 128 + (ks % 4) * 32, 16, 1024);
+            wgmma_m64n128k16<T, 0>(s, qf[ks], desc, ks > 0);
+        }
+        wgmma_commit();
+    };
+    auto issue_pv = [&](long j, int k_steps = K13<D>::BC / 16) {  // O += P_j V_j, issued, not waited for (kernel 21: fewer k_steps)
+        const uint32_t v_addr = smem_addr + (uint32_t)(STAGES + (jb + j) % STAGES) * TILE;
+        mbar_wait(stage(j, full_v), parity(j));   // V_j has landed
+        wgmma_fence();
 #pragma unroll
-            for (int ks = 0; ks < BC / 16; ks++) {
-                const uint64_t desc = make_desc(v_addr + ks * 2048, BC * 128, 1024);
-                if constexpr (D == 64) wgmma_m64n64k16<T, 1>(o, pf[ks], desc, 1);
-                else wgmma_m64n128k16<T, 1>(o, pf[ks], desc, 1);
-            }
-            wgmma_commit();
-        };
-        /* Kernel 9's softmax of S_j on this warp's 16 rows: m, l updated, p_j
-         * left in s as floats, alpha_j returned for O (not touched here: a P V
-         * may still be accumulating into it). */
-        auto softmax = [&](long j, float alpha[2]) {
-            const long j0 = j * BC;
-            const bool need_mask = j0 + BC > N || (causal && j0 + BC - 1 > warp_row0);
-            const int lim = (int)(N - j0 < BC ? N - j0 : BC);
-            float mt[2] = {-INFINITY, -INFINITY};
-            if (need_mask) {
-#pragma unroll
-                for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int c = n * 8 + 2 * t + (e % 2), d = (int)((e < 2 ? row_g : row_g8) - j0);
-                        if (c >= lim || (causal && c > d)) s[4 * n + e] = -INFINITY;
-                        mt[e / 2] = fmaxf(mt[e / 2], s[4 * n + e]);
-                    }
-            } else {
-#pragma unroll
-                for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) mt[e / 2] = fmaxf(mt[e / 2], s[4 * n + e]);
-            }
-            float bse[2];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-#pragma unroll
-                for (int off = 1; off <= 2; off *= 2) mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], off));
-                const float mn = fmaxf(m[h], mt[h] * scale_log2);   // m_new = max(m, m_tile), log2 units
-                bse[h] = mn == -INFINITY ? 0.0f : mn;                // nothing visible yet: 2^(-inf - 0) = 0
-                alpha[h] = ex2(m[h] - bse[h]);                       // alpha = e^(m - m_new)
-                m[h] = mn;
-            }
-            float ls[2] = {0.0f, 0.0f};
+        for (int ks = 0; ks < k_steps; ks++) {
+            const uint64_t desc = make_desc(v_addr + ks * 2048, BC * 128, 1024);
+            if constexpr (D == 64) wgmma_m64n64k16<T, 1>(o, pf[ks], desc, 1);
+            else wgmma_m64n128k16<T, 1>(o, pf[ks], desc, 1);
+        }
+        wgmma_commit();
+    };
+    /* Kernel 9's softmax of S_j on this warp's 16 rows: m, l updated, p_j
+     * left in s as floats, alpha_j returned for O (not touched here: a P V
+     * may still be accumulating into it). */
+    auto softmax = [&](long j, float alpha[2]) {
+        const long j0 = j * BC;
+        const bool need_mask = j0 + BC > N || (causal && j0 + BC - 1 > warp_row0);
+        const int lim = (int)(N - j0 < BC ? N - j0 : BC);
+        float mt[2] = {-INFINITY, -INFINITY};
+        if (need_mask) {
 #pragma unroll
             for (int n = 0; n < BC / 8; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    s[4 * n + e] = ex2(fmaf(s[4 * n + e], scale_log2, -bse[e / 2]));
-                    ls[e / 2] += s[4 * n + e];
+                    const int c = n * 8 + 2 * t + (e % 2), d = (int)((e < 2 ? row_g : row_g8) - j0);
+                    if (c >= lim || (causal && c > d)) s[4 * n + e] = -INFINITY;
+                    mt[e / 2] = fmaxf(mt[e / 2], s[4 * n + e]);
                 }
+        } else {
 #pragma unroll
-            for (int h = 0; h < 2; h++) l[h] = alpha[h] * l[h] + ls[h];
-        };
-        auto rescale_and_pack = [&](const float alpha[2]) {  // O *= alpha_j; p_j into pf
+            for (int n = 0; n < BC / 8; n++)
 #pragma unroll
-            for (int n = 0; n < D / 8; n++) {
-                o[4 * n + 0] *= alpha[0]; o[4 * n + 1] *= alpha[0];
-                o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];
-            }
-#pragma unroll
-            for (int n = 0; n < BC / 8; n++) {
-                pf[n / 2][(n % 2) * 2 + 0] = pack2<T>(s[4 * n + 0], s[4 * n + 1]);
-                pf[n / 2][(n % 2) * 2 + 1] = pack2<T>(s[4 * n + 2], s[4 * n + 3]);
-            }
-        };
-
-        float alpha[2];
-        my_turn();
-        issue_s(0);                                   // prologue: tile 0 has no P V before it
-        your_turn();
-        wgmma_wait<0>();
-        release(stage(0, empty_k));
-        softmax(0, alpha);
-        rescale_and_pack(alpha);
-        for (long j = 1; j < ntiles; j++) {
-            my_turn();
-            issue_s(j);                               // S_j ...
-            issue_pv(j - 1);                          // ... and O += P_{j-1} V_{j-1} behind it
-            your_turn();                              // ping-pong: the other warpgroup's products start under this softmax
-            wgmma_wait<1>();                          // S_j is in; P V still running
-            release(stage(j, empty_k));
-            softmax(j, alpha);                        // under P_{j-1} V_{j-1}
-            wgmma_wait<0>();
-            release(stage(j - 1, empty_v));
-            rescale_and_pack(alpha);
+                for (int e = 0; e < 4; e++) mt[e / 2] = fmaxf(mt[e / 2], s[4 * n + e]);
         }
-        my_turn();
-        issue_pv(ntiles - 1);                         // epilogue: the last P V
-        if (wg == 0 || PERSIST) your_turn();          // kernel 14: warpgroup 1's last turn needs no hand-over, none follows
-        wgmma_wait<0>();
-        release(stage(ntiles - 1, empty_v));
+        float bse[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int off = 1; off <= 2; off *= 2) mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], off));
+            const float mn = fmaxf(m[h], mt[h] * scale_log2);   // m_new = max(m, m_tile), log2 units
+            bse[h] = mn == -INFINITY ? 0.0f : mn;                // nothing visible yet: 2^(-inf - 0) = 0
+            alpha[h] = ex2(m[h] - bse[h]);                       // alpha = e^(m - m_new)
+            m[h] = mn;
+        }
+        float ls[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[4 * n + e] = ex2(fmaf(s[4 * n + e], scale_log2, -bse[e / 2]));
+                ls[e / 2] += s[4 * n + e];
+            }
+#pragma unroll
+        for (int h = 0; h < 2; h++) l[h] = alpha[h] * l[h] + ls[h];
+    };
+    auto rescale_and_pack = [&](const float alpha[2]) {  // O *= alpha_j; p_j into pf
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            o[4 * n + 0] *= alpha[0]; o[4 * n + 1] *= alpha[0];
+            o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];
+        }
+#pragma unroll
+        for (int n = 0; n < BC / 8; n++) {
+            pf[n / 2][(n % 2) * 2 + 0] = pack2<T>(s[4 * n + 0], s[4 * n + 1]);
+            pf[n / 2][(n % 2) * 2 + 1] = pack2<T>(s[4 * n + 2], s[4 * n + 3]);
+        }
+    };
 
+    /* Kernel 21 (HALF_PV): the last K/V tile of a causal row tile is its diagonal (j0 = i0: BR = BC), and warpgroup
+     * 0's 64 rows see only its first 64 keys; the other 64 have p = 0 in every row (masked, e^-inf), so their half of
+     * the last P V adds exact zeros: warpgroup 0 leaves it out, 4 of its 8 k steps (BC / 16). The branch is on a
+     * warp-uniform value (the shuffle tells the compiler so) and outside the tile loop: a wgmma shape chosen at run
+     * time inside the loop cost the whole loop (RESULTS.md, the half-width diagonal). */
+    auto issue_last_pv = [&](long j) {
+        if constexpr (HALF_PV) {
+            if (causal && __shfl_sync(0xffffffffu, wg, 0) == 0) issue_pv(j, BC / 32);
+            else issue_pv(j);
+        } else {
+            issue_pv(j);
+        }
+    };
+
+    /* The item's end: V's last stage released, O = o / l and L stored (kernel 20: before the item's rows move on) */
+    auto store_o = [&]() {
+        release(stage(ntiles - 1, empty_v));
         T *Oh = O + bh * N * D;
+        const long orow_g = CARRY ? (tile * C::BR + warp * 16 + g) : row_g;  // start_item moved row_g on (kernel 20)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             float lr = l[h];
 #pragma unroll
             for (int off = 1; off <= 2; off *= 2) lr += __shfl_xor_sync(0xffffffffu, lr, off);
             const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
-            const long row = h ? row_g8 : row_g;
+            const long row = orow_g + 8 * h;
             if constexpr (WIDE_O) {
                 /* Kernel 19: lane t of a quad holds 4 bytes (columns 2t, 2t+1) of each 16-byte column block n of
                  * its row; a 4 x 4 transpose inside the quad, two rounds of shuffles on 4 blocks n0..n0+3, leaves
@@ -379,7 +384,84 @@ __device__ __forceinline__ void overlap_body(const T *__restrict__ Q, T *__restr
                     L[bh * N + row] = lr > 0.0f ? m[h] * 0.69314718055994531f + logf(lr) : -INFINITY; // L = m + log l
             }
         }
-        jb += ntiles;
+    };
+
+    float alpha[2];
+    /* Kernel 20 (CARRY): an item's S_0 is issued at the end of the item before (below), so the first item's is issued
+     * here, before the loop, and a block with no item leaves at once. ptxas must never see two ways meet where an S
+     * is running on one and not on the other (an S_0 under a branch): it then serialises every wgmma (C7515). */
+    if constexpr (CARRY) {
+        if (!take_ticket(0, &bh, &tile)) {        // every ticket taken before this block's first
+            if (wg == 0) my_turn();               // the turn warpgroup 1 handed over at the start
+            return;
+        }
+        ntiles = kv_tiles(tile);
+        start_item(0, tile);
+        my_turn();
+        issue_s(0);
+        your_turn();
+    }
+    for (long it = 0; PERSIST || it < 1; it++) {  // kernels 13, 14: one item, the block's; kernels 18-20: until a break
+        if constexpr (!CARRY) {
+            if constexpr (PERSIST) {
+                if (!take_ticket(it, &bh, &tile)) break;
+                ntiles = kv_tiles(tile);
+            }
+            start_item(it, tile);
+            clear();
+            my_turn();
+            issue_s(0);                           // prologue: tile 0 has no P V before it
+            your_turn();
+        }
+        wgmma_wait<0>();
+        if constexpr (CARRY) clear();             // kernel 20: here, not under S_0 (C7515 again: O is an accumulator)
+        release(stage(0, empty_k));
+        softmax(0, alpha);
+        rescale_and_pack(alpha);
+        for (long j = 1; j < ntiles; j++) {
+            my_turn();
+            issue_s(j);                               // S_j ...
+            issue_pv(j - 1);                          // ... and O += P_{j-1} V_{j-1} behind it
+            your_turn();                              // ping-pong: the other warpgroup's products start under this softmax
+            wgmma_wait<1>();                          // S_j is in; P V still running
+            release(stage(j, empty_k));
+            softmax(j, alpha);                        // under P_{j-1} V_{j-1}
+            wgmma_wait<0>();
+            release(stage(j - 1, empty_v));
+            rescale_and_pack(alpha);
+        }
+        /* Kernel 20 (CARRY): the next item's ticket and Q are taken now, and its S_0 goes to the tensor cores right
+         * behind this item's last P V (it is tile jb + ntiles of the K ring, which the producer loads without a break
+         * between items), so it runs under O's store and the next item starts at its softmax. Kernels 13, 14, 18 and
+         * 19 issue it after the store. The block's last item ends apart, with a break: an S_0 issued under a branch
+         * and waited for after it, the two ways meeting, made ptxas serialise every wgmma (C7515). */
+        if constexpr (CARRY) {
+            long nbh = 0, ntile = 0;
+            if (!take_ticket(it + 1, &nbh, &ntile)) { // the ticket past the last: this was the block's last item
+                my_turn();
+                issue_last_pv(ntiles - 1);
+                your_turn();
+                wgmma_wait<0>();
+                store_o();
+                break;
+            }
+            start_item(it + 1, ntile);                // qf is free: S_{ntiles-1} has been waited for
+            my_turn();
+            issue_last_pv(ntiles - 1);                // the last P V ...
+            issue_s(ntiles);                          // ... and the next item's S_0 behind it
+            your_turn();
+            wgmma_wait<1>();                          // the P V is in; S_0 still running
+            store_o();
+            jb += ntiles;
+            bh = nbh, tile = ntile, ntiles = kv_tiles(tile);
+        } else {
+            my_turn();
+            issue_pv(ntiles - 1);                     // epilogue: the last P V
+            if (wg == 0 || PERSIST) your_turn();      // kernel 14: warpgroup 1's last turn needs no hand-over, none follows
+            wgmma_wait<0>();
+            store_o();
+            jb += ntiles;
+        }
     }
     if constexpr (PERSIST)
         if (wg == 0) my_turn();                   // kernel 18: the turn warpgroup 1 handed over after its last item
@@ -402,14 +484,14 @@ wgmma_overlap(const T *__restrict__ Q,  // [B, H, N, D]
 }
 
 /* Kernel 18: one block per SM (gridDim.x <= BH * row_tiles), Q as a tensor map too, the tickets from ticket0 on, causal
- * row tiles in groups of G heads (tile_order.cuh). Kernel 19: WIDE_O. */
-template <int D, typename T, bool WIDE_O>
+ * row tiles in groups of G heads (tile_order.cuh). Kernel 19: WIDE_O. Kernel 20: WIDE_O and CARRY. Kernel 21: HALF_PV too. */
+template <int D, typename T, bool WIDE_O, bool CARRY, bool HALF_PV>
 __global__ void __launch_bounds__(K13<D>::THREADS, 1)
 wgmma_persist(const T *__restrict__ Q, T *__restrict__ O, float *__restrict__ L, long N, long row_tiles, int causal,
               float scale_log2, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
               const __grid_constant__ CUtensorMap tm_q, long BH, long G, unsigned ticket0)
 {
-    overlap_body<D, T, true, true, WIDE_O>(Q, O, L, N, row_tiles, causal, scale_log2, tm_k, tm_v, tm_q, BH, G, ticket0);
+    overlap_body<D, T, true, true, WIDE_O, CARRY, HALF_PV>(Q, O, L, N, row_tiles, causal, scale_log2, tm_k, tm_v, tm_q, BH, G, ticket0);
 }
 
 
@@ -438,7 +520,7 @@ static int overlap_launch_dt(int id, const void *q, const void *k, const void *v
  * the first launch of each instance only: a host call between the timer's start and the launch is in the time. */
 static unsigned g_ticket0;                        // where the next launch's tickets start (g_tickets, above)
 
-template <int D, typename T, bool WIDE_O>
+template <int D, typename T, bool WIDE_O, bool CARRY, bool HALF_PV>
 static int persist_launch_dt(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
                              int dtype, int causal, cudaStream_t s)
 {
@@ -450,7 +532,7 @@ static int persist_launch_dt(int id, const void *q, const void *k, const void *v
     static int sms = 0, l2 = 0;
     if (sms == 0) {
         int dev = 0;
-        if (smem_opt_in(wgmma_persist<D, T, WIDE_O>, C::bytes_persist, "kernel", id, D)) return -1;
+        if (smem_opt_in(wgmma_persist<D, T, WIDE_O, CARRY, HALF_PV>, C::bytes_persist, "kernel", id, D)) return -1;
         CUDA_CHECK(cudaGetDevice(&dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -467,7 +549,7 @@ static int persist_launch_dt(int id, const void *q, const void *k, const void *v
     if (G * row_tiles < 2L * sms) G = (2L * sms + row_tiles - 1) / row_tiles;
     if (G > B * H) G = B * H;
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
-    wgmma_persist<D, T, WIDE_O><<<(unsigned)grid, C::THREADS, C::bytes_persist, s>>>((const T *)q, (T *)o, Lp, N, row_tiles,
+    wgmma_persist<D, T, WIDE_O, CARRY, HALF_PV><<<(unsigned)grid, C::THREADS, C::bytes_persist, s>>>((const T *)q, (T *)o, Lp, N, row_tiles,
                                                                                       causal, scale_log2, maps.k, maps.v,
                                                                                       qmaps.k, B * H, G, g_ticket0);
     CUDA_CHECK_LAST();
@@ -475,27 +557,27 @@ static int persist_launch_dt(int id, const void *q, const void *k, const void *v
     return 0;
 }
 
-/* One (D, dtype) instance of kernel 13, 14 (PERSIST false), 18 or 19 (WIDE_O). */
-template <int D, typename T, bool PINGPONG, bool PERSIST, bool WIDE_O>
+/* One (D, dtype) instance of kernel 13, 14 (PERSIST false), 18, 19 (WIDE_O), 20 (WIDE_O, CARRY) or 21 (and HALF_PV). */
+template <int D, typename T, bool PINGPONG, bool PERSIST, bool WIDE_O, bool CARRY, bool HALF_PV>
 static int overlap_launch_any(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
                               int dtype, int causal, cudaStream_t s)
 {
-    if constexpr (PERSIST) return persist_launch_dt<D, T, WIDE_O>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if constexpr (PERSIST) return persist_launch_dt<D, T, WIDE_O, CARRY, HALF_PV>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
     else return overlap_launch_dt<D, T, PINGPONG>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
 }
 
-template <bool PINGPONG, bool PERSIST = false, bool WIDE_O = false>
+template <bool PINGPONG, bool PERSIST = false, bool WIDE_O = false, bool CARRY = false, bool HALF_PV = false>
 static int overlap_launch_l(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
                             long D, int dtype, int causal, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (wgmma_refused()) return -1;
-    if (dtype == DT_FP16 && D == 64) return overlap_launch_any<64, __half, PINGPONG, PERSIST, WIDE_O>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
-    if (dtype == DT_FP16 && D == 128) return overlap_launch_any<128, __half, PINGPONG, PERSIST, WIDE_O>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if (dtype == DT_FP16 && D == 64) return overlap_launch_any<64, __half, PINGPONG, PERSIST, WIDE_O, CARRY, HALF_PV>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if (dtype == DT_FP16 && D == 128) return overlap_launch_any<128, __half, PINGPONG, PERSIST, WIDE_O, CARRY, HALF_PV>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 64)
-        return overlap_launch_any<64, __nv_bfloat16, PINGPONG, PERSIST, WIDE_O>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+        return overlap_launch_any<64, __nv_bfloat16, PINGPONG, PERSIST, WIDE_O, CARRY, HALF_PV>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 128)
-        return overlap_launch_any<128, __nv_bfloat16, PINGPONG, PERSIST, WIDE_O>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+        return overlap_launch_any<128, __nv_bfloat16, PINGPONG, PERSIST, WIDE_O, CARRY, HALF_PV>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
     fprintf(stderr, "%s: kernel %d takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, id, dtype_name(dtype), D);
     return -1;
 }
