@@ -17,7 +17,7 @@
  * row, 128 requests a tile issued by warp 0: 2279; the same rows issued by all four warps, one a lane: 3998; rows
  * copied 8 or 16 at a time (2 KB and 4 KB requests; timing only, the pad breaks the layout): 4560 and 4581. The
  * size of each request, not the instructions around it, is what the copy engine needs. Then the real layout: boxes
- * of 16 rows x 64 columns, swizzled, with the L2 promotion to 256 bytes kernels 11-20 use: 4055; without promotion
+ * of 16 rows x 64 columns, swizzled, with the L2 promotion to 256 bytes kernels 11-21 use: 4055; without promotion
  * 4343-4422; one box of all D columns (the tensor seen as [rows][D / 64][64]): 4483; that box marked evict-first in
  * L2 (each byte is read once): 4500, kernel 8.
  *

@@ -20,20 +20,21 @@
  * the store); kernel 18's producer loads it once the last item's K/V tiles are issued. O and L bit for bit kernel
  * 14's (--check compares them at B = 4, H = 16, N = 1000, where a block takes several row tiles).
  *
- * Measured on the H200 (./step05 --bench --dtype fp16 [--causal] --kernel 19-20, interleaved, two calls on two
- * machines, 2026-11-27), against kernel 19 in the same run, N = 512 ... 16384:
+ * Measured on the H200 (./step05 --bench --dtype fp16 [--causal], interleaved: --kernel 19-20 in one call, the race's
+ * --kernel 14-20 in a second, each call on a freshly started machine, 2026-11-27), against kernel 19 in the same run,
+ * N = 512 ... 16384:
  *     D = 64:          +3.7% +4.1% +3.8% +4.0% +4.0% +4.3%   and +2.6% +3.8% +3.9% +4.1% +4.1% +2.6%
  *     D = 128:         -0.8% +0.1% +0.5% +1.3% +2.4% +2.5%   and -1.7% +0.2% +0.4% +0.7% +1.0% +1.2%
  *     causal, D = 64:  +6.4% +4.9% +4.1% +3.7% +3.3% +3.1%   and +5.8% +4.7% +4.1% +3.9% +3.4% +3.2%
  *     causal, D = 128: +1.1% +3.0% +1.8% +3.0% +1.7% +1.8%   and +0.6% +1.6% +2.6% +2.2% +1.1% +3.3%
- * bf16 alike (the second call). The gain is largest where items are shortest (causal D = 64, N = 512), as the idea
- * says; at D = 64 it stays near 4% up to N = 16384, where an item visits 128 K/V tiles and one S per item cannot
- * account for it. Nsight Compute there (N = 16384, D = 64): 5.69 ms against kernel 19's 5.91, 3.9% fewer
- * instructions executed (2.088 G against 2.172 G) at the same issue rate (no warp eligible in 48% of cycles in
- * both); the tile loop's machine code is the same length in both (nvdisasm). Not explained further. Against cuDNN
- * 9.19 (PyTorch 2.11 SDPA, the second call): fp16 D = 64 98% at N = 512 and 101-110% from 1024; causal D = 64 92%,
- * 96%, 98%, then 101-110% from 4096; causal D = 128 95%, 99%, then 104-108%. At D = 128, N = 512 kernel 19 stays
- * the faster.
+ * bf16 alike (the second call). The gain is largest where row tiles are shortest (causal D = 64, N = 512), as the
+ * idea says; at D = 64 it stays at +2.6% to +4.3% up to N = 16384, where a row tile visits 128 K/V tiles and one S
+ * per row tile cannot account for it. Nsight Compute there (N = 16384, D = 64): 5.69 ms against kernel 19's 5.91,
+ * 3.9% fewer instructions executed (2.088 G against 2.172 G) at the same issue rate (no warp eligible in 48% of
+ * cycles in both); the tile loop's machine code is about the same length in both (nvdisasm). Not explained further.
+ * Against cuDNN 9.19 (PyTorch 2.11 SDPA, the second call): fp16 D = 64 98% at N = 512 and 101-110% from 1024;
+ * causal D = 64 92%, 96%, 98%, then 101-110% from 4096; causal D = 128 95%, 99%, then 104-112%. At D = 128, N = 512
+ * kernel 19 stays the faster.
  */
 #include "overlap.cuh"
 

@@ -15,12 +15,13 @@
  * run time cost the whole loop: RESULTS.md, the half-width diagonal); S and the softmax of the diagonal stay full
  * width.
  *
- * Measured on the H200 (./step05 --bench --dtype fp16|bf16 --causal --kernel 20-21, interleaved, two calls on two
- * machines, 2026-11-27), against kernel 20 in the same run, N = 512 ... 16384:
- *     fp16, D = 64:  +2.8% +1.0% +1.2% +1.7% +1.5% +1.2%   and +0.4% +0.8% +0.6% -0.3% +0.8% +1.0%
- *     fp16, D = 128: +1.0% +0.1% +0.1% -0.3% -0.7% -0.9%   and +0.9% +0.5% +0.2% -0.8% -0.8% -0.9%
+ * Measured on the H200 (./step05 --bench --dtype fp16|bf16 --causal, interleaved: --kernel 20-21 in one call, the
+ * race's --kernel 14-21 in a second, each on a freshly started machine, 2026-11-27), against kernel 20 in the same
+ * run, N = 512 ... 16384:
+ *     fp16, D = 64:  +2.8% +1.0% +1.2% +1.7% +1.5% +1.2%   and +0.4% +0.8% +0.5% -0.3% +0.8% +1.0%
+ *     fp16, D = 128: +1.0% +0.1% +0.1% -0.3% -0.7% -0.9%   and +0.9% +0.5% +0.2% -0.8% -0.8% -0.8%
  *     bf16, D = 64:  +3.1% +3.8% +0.8% +1.9% +0.5% +1.8%   and +1.0% +0.7% +0.4% +0.4% +0.7% +1.0%
- *     bf16, D = 128: +0.1% +1.3% +0.2% +0.1% -0.1% -0.8%   and +0.8% -0.2% +0.1% -1.0% -0.6% -1.3%
+ *     bf16, D = 128: +0.1% +1.3% +0.2% +0.1% -0.1% -0.8%   and +0.7% -0.2% +0.1% -1.0% -0.6% -1.3%
  * A gain of up to 4% at D = 64, where the 4 k steps left out are m64n64k16, and none at D = 128, where they are
  * m64n128k16 (not profiled). Without a mask the branch is never taken: -0.6% to +0.8% at D = 64, -0.7% to +0.9% at
  * D = 128 (bf16 -1.1% to +0.5%) in the race's run. Against cuDNN 9.19 (PyTorch 2.11 SDPA, the second call, fp16

@@ -159,7 +159,7 @@ static int run_checks(long only, int fwd, int bwd)
     char name[160], eb[128];
     printf("device: %s\n", gpu_describe());
     gpu_refusals_quiet(1); /* a launch this GPU refuses is a SKIP line below, with the refusal's words */
-    if (fwd) report_unavailable(0, only); /* a kernel this GPU cannot run (10-20 off Hopper): one line, then silence */
+    if (fwd) report_unavailable(0, only); /* a kernel this GPU cannot run (10-21 off Hopper): one line, then silence */
     for (int dt = 0; dt < 3 && fwd; dt++) {
         if (gpu_dtype_unavailable(dt)) { report_skip(dtype_name(dt), "%s", gpu_dtype_unavailable(dt)); continue; }
         for (size_t b = 0; b < 4; b++)

@@ -1,5 +1,5 @@
 /*
- * overlap.cuh: the forward of kernels 13, 14 and 18-20 written once (as
+ * overlap.cuh: the forward of kernels 13, 14 and 18-21 written once (as
  * bwd_mma.cuh is the backward of kernels 2-4): kernel 12's producer and
  * consumer warpgroups with the softmax of tile j under the product
  * P_{j-1} V_{j-1} (kernel 13's idea, its header says it), with PINGPONG the
@@ -401,7 +401,7 @@ __device__ __forceinline__ void overlap_body(const T *__restrict__ Q, T *__restr
         issue_s(0);
         your_turn();
     }
-    for (long it = 0; PERSIST || it < 1; it++) {  // kernels 13, 14: one item, the block's; kernels 18-20: until a break
+    for (long it = 0; PERSIST || it < 1; it++) {  // kernels 13, 14: one item, the block's; kernels 18-21: until a break
         if constexpr (!CARRY) {
             if constexpr (PERSIST) {
                 if (!take_ticket(it, &bh, &tile)) break;
