@@ -104,6 +104,8 @@ static void time_interleaved(const FusedKernel *const *kns, int n, Problem *p, i
  * 512 row tiles of 128 rows) its blocks take several each, one after the other, so its O and L must equal kernel
  * 14's bit for bit; the grid above (at most 54 row tiles) never gives a block a second one. Kernel 19 (kernel 18
  * storing O otherwise), kernel 20 (19 starting the next row tile early) and 21 (20 skipping zeros) the same. */
+enum { PERSIST_FIRST = 18, PERSIST_LAST = 21 }; /* the persistent kernels, overlap.cuh with PERSIST: 18-21 */
+
 static void persistent_check(int id)
 {
     const FusedKernel *k14 = fused_kernel(14), *kp = fused_kernel(id);
@@ -144,7 +146,7 @@ static void persistent_check(int id)
 
 static void persistent_checks(long only) /* only: --kernel's id, 0 for all */
 {
-    for (int id = 18; id <= 21; id++)
+    for (int id = PERSIST_FIRST; id <= PERSIST_LAST; id++)
         if (!only || only == 14 || only == id) persistent_check(id);
 }
 
@@ -222,7 +224,7 @@ static int run_checks(long only, int fwd, int bwd)
                 }
             }
     }
-    if (fwd && (!only || only == 14 || (only >= 18 && only <= 21))) persistent_checks(only);
+    if (fwd && (!only || only == 14 || (only >= PERSIST_FIRST && only <= PERSIST_LAST))) persistent_checks(only);
     if (fwd) alibi_checks(only); /* a score modifier, ALiBi, in the kernels that take one (question 5) */
     if (fwd && (!only || only <= 2)) { /* fp32 on large scores: the tolerance scales with naive's error */
         Problem p;
@@ -563,7 +565,7 @@ static int run_sanitize_shapes(const Opts *o, int backward)
      * N = 257: 384 row tiles, more than any GPU's SMs): the ring of tickets and the second item's Q are only
      * exercised there; and causal where the heads go in groups of unequal size (tile_order.cuh: a group's K and V
      * fill half of L2): B = 4, H = 16, N = 1000, D = 128, 51 heads and then 13 on a 50 MiB L2. */
-    for (int id = 18; id <= 21; id++) {
+    for (int id = PERSIST_FIRST; id <= PERSIST_LAST; id++) {
         const FusedKernel *kp = fused_kernel(id);
         for (int causal = 0; causal < 2 && kp && opts_kernel(o, id) && fused_runs(kp, DT_FP16, 64); causal++) {
             Problem p;

@@ -414,7 +414,7 @@ __device__ __forceinline__ void overlap_body(const T *__restrict__ Q, T *__restr
             your_turn();
         }
         wgmma_wait<0>();
-        if constexpr (CARRY) clear();             // kernel 20: here, not under S_0 (C7515 again: O is an accumulator)
+        if constexpr (CARRY) clear();             // kernel 20: after S_0's wait, not under it (O is a wgmma accumulator)
         release(stage(0, empty_k));
         softmax(0, alpha);
         rescale_and_pack(alpha);
