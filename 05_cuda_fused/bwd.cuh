@@ -22,10 +22,12 @@
 /* Delta [BH, Npad] = rowsum(dO o O) in fp32 (0 on the rows N..Npad-1 that
  * pad the last row tile); lse2 [BH, Npad] (may be NULL) = L log2(e), the
  * forward's L in the units of ex2 (+inf on the padding rows, so that their
- * p = 2^(s - inf) = 0); dq_zero [BH, N, D] fp32 (may be NULL) set to 0 for
- * the atomics that follow. o, dout in dtype. One warp per row. */
-int bwd_preprocess(const void *o, const void *dout, const float *L, float *delta, float *lse2, float *dq_zero, long BH,
-                   long N, long Npad, long D, int dtype, cudaStream_t s);
+ * p = 2^(s - inf) = 0); dq_zero [BH, zrows, D] fp32 (may be NULL) set to 0
+ * for the additions that follow: zrows = N, or Npad for kernel 10's tiled
+ * accumulator (its padding rows too, in the same pass rather than a memset
+ * of its own). o, dout in dtype. */
+int bwd_preprocess(const void *o, const void *dout, const float *L, float *delta, float *lse2, float *dq_zero, long zrows,
+                   long BH, long N, long Npad, long D, int dtype, cudaStream_t s);
 
 /* dq (dtype) = dq_acc * scale, n elements (n a multiple of 4). */
 int bwd_convert_dq(const float *dq_acc, void *dq, size_t n, float scale, int dtype, cudaStream_t s);

@@ -194,7 +194,7 @@ static int launch_d(const float *q, const float *k, const float *v, const float 
     using SM = B1Smem<D>;
     if (smem_opt_in(bwd1_transcription<D>, SM::bytes, "backward kernel", 1, D)) return -1;
     /* Delta_i = dO_i . O_i and dQ = 0, for every row, before the loop (bwd_prep.cu). */
-    if (bwd_preprocess(o, dO, L, delta, NULL, dq, B * H, N, N, D, DT_FP32, s) != 0) return -1;
+    if (bwd_preprocess(o, dO, L, delta, NULL, dq, N, B * H, N, N, D, DT_FP32, s) != 0) return -1;
     const long kv_tiles = (N + B1_BC - 1) / B1_BC;
     bwd1_transcription<D><<<(unsigned)(B * H * kv_tiles), B1_THREADS, SM::bytes, s>>>(q, k, v, dO, L, delta, dq, dk, dv, N,
                                                                                      kv_tiles, causal);

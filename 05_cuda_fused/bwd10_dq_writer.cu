@@ -31,8 +31,9 @@
  * and a half of the time was the consumers sending dQ.
  *
  * What it costs: 32 KB more shared memory (a 16 KB buffer per consumer
- * warpgroup); the accumulator padded to whole row tiles of 64 and zeroed by
- * a memset, not in the preprocessing pass; two named barriers per row tile
+ * warpgroup); the accumulator padded to whole row tiles of 64 (zeroed by a
+ * memset of its own until 2026-11-27, now by the preprocessing pass, its
+ * padding rows too: bwd_prep.cu); two named barriers per row tile
  * and consumer warpgroup. The additions are the same fp32 sums in another
  * order: dQ is no more bit-identical run to run than kernel 8's; dK and dV
  * are kernel 5's bit for bit (--check compares them).

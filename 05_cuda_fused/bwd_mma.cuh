@@ -326,7 +326,7 @@ static int bwd_mma_launch_dt(int id, const void *q, const void *k, const void *v
     if (smem_opt_in(bwd_mma<D, T, WARPS, ONE_SYNC>, C::bytes, "backward kernel", id, D)) return -1;
     const long Npad = bwd_mma_npad(N), BH = B * H;
     float *delta = (float *)ws, *lse2 = delta + BH * Npad, *dq_acc = lse2 + BH * Npad;
-    if (bwd_preprocess(o, dout, L, delta, lse2, dq_acc, BH, N, Npad, D, dtype, s) != 0) return -1;
+    if (bwd_preprocess(o, dout, L, delta, lse2, dq_acc, N, BH, N, Npad, D, dtype, s) != 0) return -1;
     const long kv_tiles = (N + C::BC - 1) / C::BC;
     const float scale = 1.0f / sqrtf((float)D), scale_log2 = 1.4426950408889634f * scale;
     bwd_mma<D, T, WARPS, ONE_SYNC><<<(unsigned)(BH * kv_tiles), C::THREADS, C::bytes, s>>>(

@@ -3,9 +3,10 @@
  * (bwd.cuh says why they are separate launches).
  *
  * Cost: the preprocessing reads O and dO once (2 B H N D elements) and writes
- * O(B H N) floats, plus the B H N D floats of dQ's zeroing for the kernels
- * that add into dQ with atomics; the conversion reads the fp32 dQ accumulator
- * and writes dQ. Both are memory-bound and small next to the main loop's
+ * O(B H N) floats, plus the fp32 dQ accumulator's zeroing for the kernels
+ * that add into it (B H N D floats; backward kernels 10-12: B H Npad D, their
+ * tiled accumulator's padding rows too, which took a cudaMemsetAsync of its
+ * own before 2026-11-27); the conversion reads the accumulator and writes dQ. Both are memory-bound and small next to the main loop's
  * O(N^2 D) work (./step05 --backward times the whole backward, these included,
  * as FlashAttention-2's benchmark does).
  */
@@ -34,8 +35,8 @@ bwd_preprocess_kernel(const T *__restrict__ O,      // [BH, N, D]
                       const float *__restrict__ L,  // [BH, N]
                       float *__restrict__ delta,    // [BH, Npad]
                       float *__restrict__ lse2,     // [BH, Npad] or NULL
-                      float *__restrict__ dq_zero,  // [BH, N, D] or NULL
-                      long N, long Npad, int D, long rows)
+                      float *__restrict__ dq_zero,  // [BH, zrows, D] or NULL
+                      long N, long Npad, long zrows, int D, long rows)
 {
     const long row = (long)blockIdx.x * PREP_WARPS + threadIdx.x / 32;   // one warp per row of [BH, Npad]
     const int lane = threadIdx.x % 32;
@@ -45,9 +46,9 @@ bwd_preprocess_kernel(const T *__restrict__ O,      // [BH, N, D]
     if (i < N) {
         const T *o = O + (bh * N + i) * D, *d = dO + (bh * N + i) * D;
         for (int x = lane; x < D; x += 32) acc += bwd_to_f(d[x]) * bwd_to_f(o[x]);   // the warp reads the row coalesced
-        if (dq_zero)
-            for (int x = lane; x < D; x += 32) dq_zero[(bh * N + i) * D + x] = 0.0f;   // dQ is summed into from every K/V tile
     }
+    if (dq_zero && i < zrows)
+        for (int x = lane; x < D; x += 32) dq_zero[(bh * zrows + i) * D + x] = 0.0f;   // dQ is summed into from every K/V tile
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (lane == 0) {
@@ -63,32 +64,39 @@ bwd_preprocess_kernel(const T *__restrict__ O,      // [BH, N, D]
  * same 134 MB, 4.4 TB/s reading them in about 30 us), 17% of the whole backward at N = 512. Measured (H200, fp16,
  * backward kernel 11 timed whole with this pass and with the one above, two pairs of runs, D = 64): +12.6% / +10.3%
  * at N = 512, +8.2% / +7.2% at 1024, +5.9% / +4.0% at 2048, -1.3% to +3.6% from 4096 (the pass's share shrinks as
- * N^2 grows); D = 128 not yet measured. */
+ * N^2 grows); D = 128 not yet measured. Since 2026-11-27 a grid row per head (blockIdx.y: no 64-bit division by Npad
+ * a lane) and the zeroing of kernels 10-12's tiled dQ accumulator in this pass, their cudaMemsetAsync gone: one pass
+ * and one launch fewer. Backward kernel 12 timed whole, this build against the one before in the same call (H200,
+ * fp16, three pairs at D = 128, two at D = 64; RESULTS.md): +1.1% to +2.3% at N = 512 and +1.0% to +1.2% at 1024
+ * (D = 128), +1.2% and +3.5% at 512 (D = 64); from N = 2048, -5.7% to +3.3%, the spread of one build's own runs
+ * (up to 8% there); the main kernel's code is the same. */
 template <typename T, int LPR>
 __global__ void __launch_bounds__(256)
 bwd_preprocess_vec_kernel(const T *__restrict__ O, const T *__restrict__ dO, const float *__restrict__ L,
                           float *__restrict__ delta, float *__restrict__ lse2, float *__restrict__ dq_zero, long N,
-                          long Npad, long rows)
+                          long Npad, long zrows)
 {
     constexpr int D = 8 * LPR;
-    const long row = ((long)blockIdx.x * 256 + threadIdx.x) / LPR;   // LPR consecutive lanes per row of [BH, Npad]
+    const long bh = blockIdx.y;                                               // one head per grid row: no division by Npad
+    const long i = ((long)blockIdx.x * 256 + threadIdx.x) / LPR;           // LPR consecutive lanes per row
     const int part = threadIdx.x % LPR;
-    const long bh = row / Npad, i = row % Npad;
+    const long row = bh * Npad + i;
     float acc = 0.0f;
-    if (row < rows && i < N) {
+    if (i < N) {
         const size_t off = (size_t)(bh * N + i) * D + 8 * part;
         const uint4 a = *reinterpret_cast<const uint4 *>(O + off), b = *reinterpret_cast<const uint4 *>(dO + off);
         const T *oa = reinterpret_cast<const T *>(&a), *db = reinterpret_cast<const T *>(&b);
 #pragma unroll
         for (int x = 0; x < 8; x++) acc += bwd_to_f(db[x]) * bwd_to_f(oa[x]);
-        if (dq_zero) {                                                                  // dQ is summed into from every K/V tile
-            reinterpret_cast<float4 *>(dq_zero + off)[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            reinterpret_cast<float4 *>(dq_zero + off)[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
+    }
+    if (dq_zero && i < zrows) {                                                         // dQ is summed into from every K/V tile
+        float4 *z = reinterpret_cast<float4 *>(dq_zero + (size_t)(bh * zrows + i) * D + 8 * part);
+        z[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        z[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
 #pragma unroll
     for (int off = LPR / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);   // inside the row's lanes
-    if (row < rows && part == 0) {
+    if (i < Npad && part == 0) {
         delta[row] = acc;                                                             // Delta_i = dO_i . O_i (0 past N)
         if (lse2) lse2[row] = i < N ? L[bh * N + i] * 1.4426950408889634f : INFINITY; // L_i log2(e); +inf past N
     }
@@ -119,58 +127,65 @@ __global__ void bwd_convert_kernel(const float *__restrict__ acc, T *__restrict_
     }
 }
 
-/* The same from backward kernel 10's tiled accumulator (bwd.cuh): thread i
- * writes dq's four elements 4 i .. 4 i + 3 of [BH, N, D], read as one
- * float4 of their block (c % 4 = 0, so the four are one chunk). */
-template <typename T>
-__global__ void bwd_convert_tiled_kernel(const float *__restrict__ acc, T *__restrict__ dq, size_t n4, long N, long Npad,
-                                         int D, float scale)
+/* The same from backward kernel 10's tiled accumulator (bwd.cuh): thread j
+ * of head blockIdx.y writes dq's four elements 4 j .. 4 j + 3 of the head's
+ * [N, D], read as one float4 of their block (c % 4 = 0, so the four are one
+ * chunk). */
+template <typename T, int D>
+__global__ void bwd_convert_tiled_kernel(const float *__restrict__ acc, T *__restrict__ dq, long N, long Npad, float scale)
 {
-    const int dblocks = D / 64, row4 = D / 4;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
-        const long row = (long)(i / row4), bh = row / N, r = row % N;
-        const int c = (int)(i % row4) * 4;
-        const float *blk = acc + ((bh * (Npad / 64) + r / 64) * dblocks + c / 64) * 4096;
-        float4 x = *reinterpret_cast<const float4 *>(blk + bwd_dq_tiled_off((int)(r % 64), c % 64));
+    /* one head per grid row (blockIdx.y), so the row and column come from shifts, not 64-bit divisions by N */
+    constexpr int row4 = D / 4, dblocks = D / 64;
+    const long bh = blockIdx.y, n4 = N * row4;
+    const float *acc_h = acc + bh * Npad * D;
+    T *dq_h = dq + bh * N * D;
+    for (long j = blockIdx.x * (long)blockDim.x + threadIdx.x; j < n4; j += (long)gridDim.x * blockDim.x) {
+        const int r = (int)(j / row4), c = (int)(j % row4) * 4;   // row4 a power of two: a shift and a mask
+        const float *blk = acc_h + ((long)(r / 64) * dblocks + c / 64) * 4096;
+        float4 x = *reinterpret_cast<const float4 *>(blk + bwd_dq_tiled_off(r % 64, c % 64));
         x.x *= scale, x.y *= scale, x.z *= scale, x.w *= scale;
-        bwd_store4<T>(dq + 4 * i, x);
+        bwd_store4<T>(dq_h + 4 * j, x);
     }
 }
 
 // --- the launchers ------------------------------------------------------------------
 
-int bwd_preprocess(const void *o, const void *dout, const float *L, float *delta, float *lse2, float *dq_zero, long BH,
-                   long N, long Npad, long D, int dtype, cudaStream_t s)
+int bwd_preprocess(const void *o, const void *dout, const float *L, float *delta, float *lse2, float *dq_zero, long zrows,
+                   long BH, long N, long Npad, long D, int dtype, cudaStream_t s)
 {
+    if (dq_zero && (zrows < N || zrows > Npad)) {
+        fprintf(stderr, "%s: bwd_preprocess zeroes dQ's N = %ld to Npad = %ld rows a head, not %ld\n", g_prog, N, Npad, zrows);
+        return -1;
+    }
     const long rows = BH * Npad;
     const bool aligned = ((uintptr_t)o | (uintptr_t)dout | (uintptr_t)dq_zero) % 16 == 0;   // rows of D = 64, 128 keep it
-    if ((dtype == DT_FP16 || dtype == DT_BF16) && (D == 64 || D == 128) && aligned) {   // 16 bytes a lane (above)
-        const unsigned vgrid = (unsigned)((rows * (D / 8) + 255) / 256);
+    if ((dtype == DT_FP16 || dtype == DT_BF16) && (D == 64 || D == 128) && aligned && BH <= 65535) {   // 16 bytes a lane
+        const dim3 vgrid((unsigned)((Npad * (D / 8) + 255) / 256), (unsigned)BH);
         if (dtype == DT_FP16 && D == 64)
             bwd_preprocess_vec_kernel<__half, 8><<<vgrid, 256, 0, s>>>((const __half *)o, (const __half *)dout, L, delta,
-                                                                       lse2, dq_zero, N, Npad, rows);
+                                                                       lse2, dq_zero, N, Npad, zrows);
         else if (dtype == DT_FP16)
             bwd_preprocess_vec_kernel<__half, 16><<<vgrid, 256, 0, s>>>((const __half *)o, (const __half *)dout, L, delta,
-                                                                        lse2, dq_zero, N, Npad, rows);
+                                                                        lse2, dq_zero, N, Npad, zrows);
         else if (D == 64)
             bwd_preprocess_vec_kernel<__nv_bfloat16, 8><<<vgrid, 256, 0, s>>>(
-                (const __nv_bfloat16 *)o, (const __nv_bfloat16 *)dout, L, delta, lse2, dq_zero, N, Npad, rows);
+                (const __nv_bfloat16 *)o, (const __nv_bfloat16 *)dout, L, delta, lse2, dq_zero, N, Npad, zrows);
         else
             bwd_preprocess_vec_kernel<__nv_bfloat16, 16><<<vgrid, 256, 0, s>>>(
-                (const __nv_bfloat16 *)o, (const __nv_bfloat16 *)dout, L, delta, lse2, dq_zero, N, Npad, rows);
+                (const __nv_bfloat16 *)o, (const __nv_bfloat16 *)dout, L, delta, lse2, dq_zero, N, Npad, zrows);
         CUDA_CHECK_LAST();
         return 0;
     }
     const unsigned grid = (unsigned)((rows + PREP_WARPS - 1) / PREP_WARPS);
     if (dtype == DT_FP32)
         bwd_preprocess_kernel<float><<<grid, PREP_WARPS * 32, 0, s>>>((const float *)o, (const float *)dout, L, delta, lse2,
-                                                                      dq_zero, N, Npad, (int)D, rows);
+                                                                      dq_zero, N, Npad, zrows, (int)D, rows);
     else if (dtype == DT_FP16)
         bwd_preprocess_kernel<__half><<<grid, PREP_WARPS * 32, 0, s>>>((const __half *)o, (const __half *)dout, L, delta,
-                                                                       lse2, dq_zero, N, Npad, (int)D, rows);
+                                                                       lse2, dq_zero, N, Npad, zrows, (int)D, rows);
     else
         bwd_preprocess_kernel<__nv_bfloat16><<<grid, PREP_WARPS * 32, 0, s>>>(
-            (const __nv_bfloat16 *)o, (const __nv_bfloat16 *)dout, L, delta, lse2, dq_zero, N, Npad, (int)D, rows);
+            (const __nv_bfloat16 *)o, (const __nv_bfloat16 *)dout, L, delta, lse2, dq_zero, N, Npad, zrows, (int)D, rows);
     CUDA_CHECK_LAST();
     return 0;
 }
@@ -198,10 +213,16 @@ int bwd_convert_dq_tiled(const float *dq_acc, void *dq, long BH, long N, long Np
                 g_prog, dtype_name(dtype), D, Npad);
         return -1;
     }
-    const size_t n4 = (size_t)BH * N * D / 4;
-    const unsigned grid = (unsigned)(n4 / 256 + 1 < 65536 ? n4 / 256 + 1 : 65536);
-    if (dtype == DT_FP16) bwd_convert_tiled_kernel<__half><<<grid, 256, 0, s>>>(dq_acc, (__half *)dq, n4, N, Npad, (int)D, scale);
-    else bwd_convert_tiled_kernel<__nv_bfloat16><<<grid, 256, 0, s>>>(dq_acc, (__nv_bfloat16 *)dq, n4, N, Npad, (int)D, scale);
+    if (BH > 65535 || (D != 64 && D != 128)) {
+        fprintf(stderr, "%s: bwd_convert_dq_tiled takes D = 64 or 128 and at most 65535 heads, not D=%ld, %ld\n", g_prog, D, BH);
+        return -1;
+    }
+    const size_t n4 = (size_t)N * D / 4;                                     // per head
+    const dim3 grid((unsigned)(n4 / 256 + 1 < 4096 ? n4 / 256 + 1 : 4096), (unsigned)BH);
+    if (dtype == DT_FP16 && D == 64) bwd_convert_tiled_kernel<__half, 64><<<grid, 256, 0, s>>>(dq_acc, (__half *)dq, N, Npad, scale);
+    else if (dtype == DT_FP16) bwd_convert_tiled_kernel<__half, 128><<<grid, 256, 0, s>>>(dq_acc, (__half *)dq, N, Npad, scale);
+    else if (D == 64) bwd_convert_tiled_kernel<__nv_bfloat16, 64><<<grid, 256, 0, s>>>(dq_acc, (__nv_bfloat16 *)dq, N, Npad, scale);
+    else bwd_convert_tiled_kernel<__nv_bfloat16, 128><<<grid, 256, 0, s>>>(dq_acc, (__nv_bfloat16 *)dq, N, Npad, scale);
     CUDA_CHECK_LAST();
     return 0;
 }

@@ -722,8 +722,8 @@ static int bwd_wgmma_launch_dt(int id, const void *q, const void *k, const void 
     }
     const long Npad = bwd_wgmma_npad(N), BH = B * H;
     float *delta = (float *)ws, *lse2 = delta + BH * Npad, *dq_acc = lse2 + BH * Npad;
-    if (bwd_preprocess(o, dout, L, delta, lse2, WRITER ? nullptr : dq_acc, BH, N, Npad, D, dtype, s) != 0) return -1;
-    if constexpr (WRITER) CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, (size_t)BH * Npad * D * sizeof(float), s));   // tiled: the padding rows too
+    if (bwd_preprocess(o, dout, L, delta, lse2, dq_acc, WRITER ? Npad : N, BH, N, Npad, D, dtype, s) != 0)   // tiled: its padding rows too
+        return -1;
     if constexpr (DET) CUDA_CHECK(cudaMemsetAsync(dq_acc + BH * N * D, 0, (size_t)BH * ((N + C::BR - 1) / C::BR) * 2 * sizeof(unsigned), s));
     const long kv_tiles = (N + C::BC - 1) / C::BC;
     const float scale = 1.0f / sqrtf((float)D), scale_log2 = 1.4426950408889634f * scale;
