@@ -6,9 +6,10 @@
  * O(B H N) floats, plus the fp32 dQ accumulator's zeroing for the kernels
  * that add into it (B H N D floats; backward kernels 10-12: B H Npad D, their
  * tiled accumulator's padding rows too, which took a cudaMemsetAsync of its
- * own before 2026-11-27); the conversion reads the accumulator and writes dQ. Both are memory-bound and small next to the main loop's
- * O(N^2 D) work (./step05 --backward times the whole backward, these included,
- * as FlashAttention-2's benchmark does).
+ * own before 2026-11-27); the conversion reads the accumulator and writes
+ * dQ. Both are memory-bound and small next to the main loop's O(N^2 D)
+ * work (./step05 --backward times the whole backward, these included, as
+ * FlashAttention-2's benchmark does).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
