@@ -104,7 +104,7 @@ static void time_interleaved(const FusedKernel *const *kns, int n, Problem *p, i
  * 512 row tiles of 128 rows) its blocks take several each, one after the other, so its O and L must equal kernel
  * 14's bit for bit; the grid above (at most 54 row tiles) never gives a block a second one. Kernel 19 (kernel 18
  * storing O otherwise), kernel 20 (19 starting the next row tile early) and 21 (20 skipping zeros) the same. */
-enum { PERSIST_FIRST = 18, PERSIST_LAST = 21 }; /* the persistent kernels, overlap.cuh with PERSIST: 18-21 */
+enum { PERSIST_FIRST = 18, PERSIST_LAST = 23 }; /* the persistent kernels, overlap.cuh with PERSIST: 18-23 */
 
 static void persistent_check(int id)
 {

@@ -50,13 +50,16 @@ static __device__ unsigned g_tickets;
 /* The body of the kernels below, PERSIST or not (tm_q, BH, G and ticket0 are read only when PERSIST); WIDE_O: kernel
  * 19's store of O; CARRY: kernel 20's early start of the next row tile (PERSIST only); HALF_PV: kernel 21's causal
  * diagonal. */
-template <int D, typename T, bool PINGPONG, bool PERSIST, bool WIDE_O = false, bool CARRY = false, bool HALF_PV = false>
+template <int D, typename T, bool PINGPONG, bool PERSIST, bool WIDE_O = false, bool CARRY = false, bool HALF_PV = false,
+          bool DESC_ADD = false, bool BITMASK = false>
 __device__ __forceinline__ void overlap_body(const T *__restrict__ Q, T *__restrict__ O, float *__restrict__ L, long N,
                                              long row_tiles, int causal, float scale_log2, const CUtensorMap &tm_k,
                                              const CUtensorMap &tm_v, const CUtensorMap &tm_q, long BH, long G, unsigned ticket0)
 {
     static_assert(!CARRY || PERSIST, "kernel 20's carried S_0 takes the next item's ticket: kernel 18's ring");
     static_assert(!HALF_PV || CARRY, "kernel 21 extends kernel 20");
+    static_assert(!DESC_ADD || HALF_PV, "kernel 22 extends kernel 21");
+    static_assert(!BITMASK || DESC_ADD, "kernel 23 extends kernel 22");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = K13<D>;
     constexpr int BC = C::BC, TILE = C::TILE, STAGES = C::STAGES;
@@ -248,22 +251,25 @@ __device__ __forceinline__ void overlap_body(const T *__restrict__ Q, T *__restr
     auto parity = [&](long j) { return (int)(((jb + j) / STAGES) & 1); };
     auto issue_s = [&](long j) {                  // S_j = Q_i K_j^T, issued, not waited for
         const uint32_t k_addr = smem_addr + (uint32_t)((jb + j) % STAGES) * TILE;
+        const uint64_t k_desc = make_desc(k_addr, 16, 1024);
         mbar_wait(stage(j, full_k), parity(j));   // K_j has landed
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
-            const uint64_t desc = make_desc(k_addr + (ks / 4) * BC * 128 + (ks % 4) * 32, 16, 1024);
+            const uint32_t at = (ks / 4) * BC * 128 + (ks % 4) * 32;  // k step ks's first byte in the tile
+            const uint64_t desc = DESC_ADD ? desc_add(k_desc, at) : make_desc(k_addr + at, 16, 1024);
             wgmma_m64n128k16<T, 0>(s, qf[ks], desc, ks > 0);
         }
         wgmma_commit();
     };
     auto issue_pv = [&](long j, int k_steps = K13<D>::BC / 16) {  // O += P_j V_j, issued, not waited for (kernel 21: fewer k_steps)
         const uint32_t v_addr = smem_addr + (uint32_t)(STAGES + (jb + j) % STAGES) * TILE;
+        const uint64_t v_desc = make_desc(v_addr, BC * 128, 1024);
         mbar_wait(stage(j, full_v), parity(j));   // V_j has landed
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < k_steps; ks++) {
-            const uint64_t desc = make_desc(v_addr + ks * 2048, BC * 128, 1024);
+            const uint64_t desc = DESC_ADD ? desc_add(v_desc, ks * 2048) : make_desc(v_addr + ks * 2048, BC * 128, 1024);
             if constexpr (D == 64) wgmma_m64n64k16<T, 1>(o, pf[ks], desc, 1);
             else wgmma_m64n128k16<T, 1>(o, pf[ks], desc, 1);
         }
@@ -277,7 +283,31 @@ __device__ __forceinline__ void overlap_body(const T *__restrict__ Q, T *__restr
         const bool need_mask = j0 + BC > N || (causal && j0 + BC - 1 > warp_row0);
         const int lim = (int)(N - j0 < BC ? N - j0 : BC);
         float mt[2] = {-INFINITY, -INFINITY};
-        if (need_mask) {
+        if (need_mask && BITMASK) {
+            /* Kernel 23: the mask as one 32-bit word a row. This lane holds, of each of its two rows, the keys
+             * c = 8n + 2t + b (n < BC / 8, b = 0, 1): number them k = 2n + b, 0 ... 31. Key c is seen when
+             * c < vis (vis: the row's visible keys in this tile, the causal diagonal's d + 1, the sequence's end lim),
+             * that is when 8n + b < vis - 2t, when k < 2 floor(v / 8) + min(v mod 8, 2) with v = vis - 2t: the
+             * first `keep` bits of the word are set. Each score then costs a bit test with a constant (the compiler
+             * turns two at a time into predicates, R2P) and a select, not kernel 22's column, compares and or. */
+            static_assert(BC / 4 == 32, "a row's keys on this lane fill one 32-bit word");
+            uint32_t word[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int d = (int)((h == 0 ? row_g : row_g8) - j0);      // keys 0 ... d of this tile: at or left of the diagonal
+                const int vis = causal && d + 1 < lim ? d + 1 : lim;       // keys 0 ... vis - 1 visible in this row
+                const int v = vis - 2 * t < 0 ? 0 : vis - 2 * t;           // at most BC
+                const int keep = (v / 8) * 2 + (v % 8 < 2 ? v % 8 : 2);    // bits 0 ... keep - 1
+                word[h] = keep >= 32 ? 0xffffffffu : (1u << keep) - 1u;
+            }
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    if (!((word[e / 2] >> (2 * n + e % 2)) & 1u)) s[4 * n + e] = -INFINITY;
+                    mt[e / 2] = fmaxf(mt[e / 2], s[4 * n + e]);
+                }
+        } else if (need_mask) {
 #pragma unroll
             for (int n = 0; n < BC / 8; n++)
 #pragma unroll
@@ -485,13 +515,13 @@ wgmma_overlap(const T *__restrict__ Q,  // [B, H, N, D]
 
 /* Kernel 18: one block per SM (gridDim.x <= BH * row_tiles), Q as a tensor map too, the tickets from ticket0 on, causal
  * row tiles in groups of G heads (tile_order.cuh). Kernel 19: WIDE_O. Kernel 20: WIDE_O and CARRY. Kernel 21: HALF_PV too. */
-template <int D, typename T, bool WIDE_O, bool CARRY, bool HALF_PV>
+template <int D, typename T, bool WIDE_O, bool CARRY, bool HALF_PV, bool DESC_ADD, bool BITMASK>
 __global__ void __launch_bounds__(K13<D>::THREADS, 1)
 wgmma_persist(const T *__restrict__ Q, T *__restrict__ O, float *__restrict__ L, long N, long row_tiles, int causal,
               float scale_log2, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
               const __grid_constant__ CUtensorMap tm_q, long BH, long G, unsigned ticket0)
 {
-    overlap_body<D, T, true, true, WIDE_O, CARRY, HALF_PV>(Q, O, L, N, row_tiles, causal, scale_log2, tm_k, tm_v, tm_q, BH, G, ticket0);
+    overlap_body<D, T, true, true, WIDE_O, CARRY, HALF_PV, DESC_ADD, BITMASK>(Q, O, L, N, row_tiles, causal, scale_log2, tm_k, tm_v, tm_q, BH, G, ticket0);
 }
 
 
@@ -520,7 +550,7 @@ static int overlap_launch_dt(int id, const void *q, const void *k, const void *v
  * the first launch of each instance only: a host call between the timer's start and the launch is in the time. */
 static unsigned g_ticket0;                        // where the next launch's tickets start (g_tickets, above)
 
-template <int D, typename T, bool WIDE_O, bool CARRY, bool HALF_PV>
+template <int D, typename T, bool WIDE_O, bool CARRY, bool HALF_PV, bool DESC_ADD, bool BITMASK>
 static int persist_launch_dt(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
                              int dtype, int causal, cudaStream_t s)
 {
@@ -532,7 +562,7 @@ static int persist_launch_dt(int id, const void *q, const void *k, const void *v
     static int sms = 0, l2 = 0;
     if (sms == 0) {
         int dev = 0;
-        if (smem_opt_in(wgmma_persist<D, T, WIDE_O, CARRY, HALF_PV>, C::bytes_persist, "kernel", id, D)) return -1;
+        if (smem_opt_in(wgmma_persist<D, T, WIDE_O, CARRY, HALF_PV, DESC_ADD, BITMASK>, C::bytes_persist, "kernel", id, D)) return -1;
         CUDA_CHECK(cudaGetDevice(&dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -549,7 +579,7 @@ static int persist_launch_dt(int id, const void *q, const void *k, const void *v
     if (G * row_tiles < 2L * sms) G = (2L * sms + row_tiles - 1) / row_tiles;
     if (G > B * H) G = B * H;
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
-    wgmma_persist<D, T, WIDE_O, CARRY, HALF_PV><<<(unsigned)grid, C::THREADS, C::bytes_persist, s>>>((const T *)q, (T *)o, Lp, N, row_tiles,
+    wgmma_persist<D, T, WIDE_O, CARRY, HALF_PV, DESC_ADD, BITMASK><<<(unsigned)grid, C::THREADS, C::bytes_persist, s>>>((const T *)q, (T *)o, Lp, N, row_tiles,
                                                                                       causal, scale_log2, maps.k, maps.v,
                                                                                       qmaps.k, B * H, G, g_ticket0);
     CUDA_CHECK_LAST();
@@ -558,26 +588,27 @@ static int persist_launch_dt(int id, const void *q, const void *k, const void *v
 }
 
 /* One (D, dtype) instance of kernel 13, 14 (PERSIST false), 18, 19 (WIDE_O), 20 (WIDE_O, CARRY) or 21 (and HALF_PV). */
-template <int D, typename T, bool PINGPONG, bool PERSIST, bool WIDE_O, bool CARRY, bool HALF_PV>
+template <int D, typename T, bool PINGPONG, bool PERSIST, bool WIDE_O, bool CARRY, bool HALF_PV, bool DESC_ADD, bool BITMASK>
 static int overlap_launch_any(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
                               int dtype, int causal, cudaStream_t s)
 {
-    if constexpr (PERSIST) return persist_launch_dt<D, T, WIDE_O, CARRY, HALF_PV>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if constexpr (PERSIST) return persist_launch_dt<D, T, WIDE_O, CARRY, HALF_PV, DESC_ADD, BITMASK>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
     else return overlap_launch_dt<D, T, PINGPONG>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
 }
 
-template <bool PINGPONG, bool PERSIST = false, bool WIDE_O = false, bool CARRY = false, bool HALF_PV = false>
+template <bool PINGPONG, bool PERSIST = false, bool WIDE_O = false, bool CARRY = false, bool HALF_PV = false,
+          bool DESC_ADD = false, bool BITMASK = false>
 static int overlap_launch_l(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
                             long D, int dtype, int causal, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (wgmma_refused()) return -1;
-    if (dtype == DT_FP16 && D == 64) return overlap_launch_any<64, __half, PINGPONG, PERSIST, WIDE_O, CARRY, HALF_PV>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
-    if (dtype == DT_FP16 && D == 128) return overlap_launch_any<128, __half, PINGPONG, PERSIST, WIDE_O, CARRY, HALF_PV>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if (dtype == DT_FP16 && D == 64) return overlap_launch_any<64, __half, PINGPONG, PERSIST, WIDE_O, CARRY, HALF_PV, DESC_ADD, BITMASK>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+    if (dtype == DT_FP16 && D == 128) return overlap_launch_any<128, __half, PINGPONG, PERSIST, WIDE_O, CARRY, HALF_PV, DESC_ADD, BITMASK>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 64)
-        return overlap_launch_any<64, __nv_bfloat16, PINGPONG, PERSIST, WIDE_O, CARRY, HALF_PV>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+        return overlap_launch_any<64, __nv_bfloat16, PINGPONG, PERSIST, WIDE_O, CARRY, HALF_PV, DESC_ADD, BITMASK>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
     if (dtype == DT_BF16 && D == 128)
-        return overlap_launch_any<128, __nv_bfloat16, PINGPONG, PERSIST, WIDE_O, CARRY, HALF_PV>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
+        return overlap_launch_any<128, __nv_bfloat16, PINGPONG, PERSIST, WIDE_O, CARRY, HALF_PV, DESC_ADD, BITMASK>(id, q, k, v, o, Lp, B, H, N, dtype, causal, s);
     fprintf(stderr, "%s: kernel %d takes fp16/bf16 and D = 64 or 128, not %s D=%ld\n", g_prog, id, dtype_name(dtype), D);
     return -1;
 }

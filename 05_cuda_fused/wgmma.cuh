@@ -54,6 +54,16 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t smem_addr, uint32_t lbo_b
            (uint64_t)((sbo_bytes >> 4) & 0x3FFF) << 32 | (uint64_t)1 << 62;
 }
 
+/* Forward kernel 22: the descriptor of the same tile `bytes` further on, by one add. The start address is in the low
+ * bits, in 16-byte units (bits 0-13), and shared memory ends below 256 KB, so the sum never carries into the leading
+ * byte offset above it: a 64-bit add of a constant, one instruction of the uniform datapath (UIADD3.64). make_desc
+ * instead masks, shifts and ors the whole word again and moves its high half back, five instructions a wgmma, and
+ * every instruction, uniform or not, takes an issue slot of the warp's scheduler. */
+__device__ __forceinline__ uint64_t desc_add(uint64_t desc, uint32_t bytes)
+{
+    return desc + (bytes >> 4);
+}
+
 /* NULL when this binary's sm_90a code runs on this GPU, else one line why not
  * (defined in kernel10_wgmma.cu, which reports itself unavailable with it). */
 const char *wgmma_unavailable(void);
