@@ -28,6 +28,10 @@
  * Up to 3.7% at N = 512 and about 1% at D = 128; at D = 64 from N = 4096, 1-1.6% slower, both ways (not profiled).
  * One run: in the same run kernel 23, whose path without a mask is this kernel's, differs from it by up to 1.6%
  * there. bf16 not timed.
+ *
+ * Not landed: compute-sanitizer's racecheck over --sanitize-shapes --kernel 22 did not finish (its ninth run, bf16,
+ * N = 65, D = 64, twice: 150 s and 70 s), where kernels 21 and 23 take 5-6 s (RESULTS.md, the sixth session of
+ * 2026-11-27).
  */
 #include "overlap.cuh"
 
