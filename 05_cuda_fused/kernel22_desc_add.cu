@@ -29,9 +29,9 @@
  * One run: in the same run kernel 23, whose path without a mask is this kernel's, differs from it by up to 1.6%
  * there. bf16 not timed.
  *
- * Not landed: compute-sanitizer's racecheck over --sanitize-shapes --kernel 22 did not finish (its ninth run, bf16,
- * N = 65, D = 64, twice: 150 s and 70 s), where kernels 21 and 23 take 5-6 s (RESULTS.md, the sixth session of
- * 2026-11-27).
+ * Not landed: compute-sanitizer's racecheck over --sanitize-shapes --kernel 22 did not finish (150 s in one call; in
+ * the next, its ninth run, bf16, N = 65, D = 64, not ended in 70 s), where kernels 21 and 23 take 5-6 s (RESULTS.md,
+ * the sixth session of 2026-11-27).
  */
 #include "overlap.cuh"
 
