@@ -9,7 +9,7 @@
  * producer's idle warps), PERSIST (kernel 11: one block per SM taking K/V
  * tiles from a counter), LATE_DQ (kernel 12: each row tile's dQ product
  * issued at the next tile's start, with its s^T). Built only for sm_90a,
- * like forward kernels 10-21.
+ * like forward kernels 10-23.
  *
  * One block owns a K/V tile of BC = 128 keys and walks the row tiles, as
  * bwd_mma.cuh's kernels do (flash_backward.c's loops: K/V tile outside, row

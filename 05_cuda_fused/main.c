@@ -103,7 +103,8 @@ static void time_interleaved(const FusedKernel *const *kns, int n, Problem *p, i
  * several row tiles from a counter. At a shape with more row tiles than the GPU has SMs (B = 4, H = 16, N = 1000:
  * 512 row tiles of 128 rows) its blocks take several each, one after the other, so its O and L must equal kernel
  * 14's bit for bit; the grid above (at most 54 row tiles) never gives a block a second one. Kernel 19 (kernel 18
- * storing O otherwise), kernel 20 (19 starting the next row tile early) and 21 (20 skipping zeros) the same. */
+ * storing O otherwise), kernel 20 (19 starting the next row tile early), 21 (20 skipping zeros), 22 and 23 (21 with
+ * fewer instructions) the same. */
 enum { PERSIST_FIRST = 18, PERSIST_LAST = 23 }; /* the persistent kernels, overlap.cuh with PERSIST: 18-23 */
 
 static void persistent_check(int id)
@@ -161,7 +162,7 @@ static int run_checks(long only, int fwd, int bwd)
     char name[160], eb[128];
     printf("device: %s\n", gpu_describe());
     gpu_refusals_quiet(1); /* a launch this GPU refuses is a SKIP line below, with the refusal's words */
-    if (fwd) report_unavailable(0, only); /* a kernel this GPU cannot run (10-21 off Hopper): one line, then silence */
+    if (fwd) report_unavailable(0, only); /* a kernel this GPU cannot run (10-23 off Hopper): one line, then silence */
     for (int dt = 0; dt < 3 && fwd; dt++) {
         if (gpu_dtype_unavailable(dt)) { report_skip(dtype_name(dt), "%s", gpu_dtype_unavailable(dt)); continue; }
         for (size_t b = 0; b < 4; b++)
@@ -561,7 +562,7 @@ static int run_sanitize_shapes(const Opts *o, int backward)
                 dfree(L);
                 problem_free(&p);
             }
-    /* The persistent kernels 18-21 once more where their blocks take several row tiles each (B = 8, H = 16,
+    /* The persistent kernels 18-23 once more where their blocks take several row tiles each (B = 8, H = 16,
      * N = 257: 384 row tiles, more than any GPU's SMs): the ring of tickets and the second item's Q are only
      * exercised there; and causal where the heads go in groups of unequal size (tile_order.cuh: a group's K and V
      * fill half of L2): B = 4, H = 16, N = 1000, D = 128, 51 heads and then 13 on a 50 MiB L2. */

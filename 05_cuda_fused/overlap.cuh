@@ -1,5 +1,5 @@
 /*
- * overlap.cuh: the forward of kernels 13, 14 and 18-21 written once (as
+ * overlap.cuh: the forward of kernels 13, 14 and 18-23 written once (as
  * bwd_mma.cuh is the backward of kernels 2-4): kernel 12's producer and
  * consumer warpgroups with the softmax of tile j under the product
  * P_{j-1} V_{j-1} (kernel 13's idea, its header says it), with PINGPONG the
@@ -8,7 +8,9 @@
  * brought by the copy engine (kernel 18's), with WIDE_O O stored 16 bytes
  * a lane (kernel 19's), with CARRY the next row tile's first S issued
  * behind this one's last P V (kernel 20's), and with HALF_PV the causal diagonal's
- * masked half left out of warpgroup 0's last P V (kernel 21's). Built only for
+ * masked half left out of warpgroup 0's last P V (kernel 21's), with DESC_ADD
+ * each k step's wgmma descriptor made by one add (kernel 22's), and with
+ * BITMASK the mask as one 32-bit word a row (kernel 23's). Built only for
  * sm_90a, like kernels 10-12.
  */
 #ifndef OVERLAP_CUH
@@ -49,7 +51,7 @@ static __device__ unsigned g_tickets;
 
 /* The body of the kernels below, PERSIST or not (tm_q, BH, G and ticket0 are read only when PERSIST); WIDE_O: kernel
  * 19's store of O; CARRY: kernel 20's early start of the next row tile (PERSIST only); HALF_PV: kernel 21's causal
- * diagonal. */
+ * diagonal; DESC_ADD: kernel 22's descriptors; BITMASK: kernel 23's mask. */
 template <int D, typename T, bool PINGPONG, bool PERSIST, bool WIDE_O = false, bool CARRY = false, bool HALF_PV = false,
           bool DESC_ADD = false, bool BITMASK = false>
 __device__ __forceinline__ void overlap_body(const T *__restrict__ Q, T *__restrict__ O, float *__restrict__ L, long N,
@@ -431,7 +433,7 @@ __device__ __forceinline__ void overlap_body(const T *__restrict__ Q, T *__restr
         issue_s(0);
         your_turn();
     }
-    for (long it = 0; PERSIST || it < 1; it++) {  // kernels 13, 14: one item, the block's; kernels 18-21: until a break
+    for (long it = 0; PERSIST || it < 1; it++) {  // kernels 13, 14: one item, the block's; kernels 18-23: until a break
         if constexpr (!CARRY) {
             if constexpr (PERSIST) {
                 if (!take_ticket(it, &bh, &tile)) break;
@@ -514,7 +516,8 @@ wgmma_overlap(const T *__restrict__ Q,  // [B, H, N, D]
 }
 
 /* Kernel 18: one block per SM (gridDim.x <= BH * row_tiles), Q as a tensor map too, the tickets from ticket0 on, causal
- * row tiles in groups of G heads (tile_order.cuh). Kernel 19: WIDE_O. Kernel 20: WIDE_O and CARRY. Kernel 21: HALF_PV too. */
+ * row tiles in groups of G heads (tile_order.cuh). Kernel 19: WIDE_O. Kernel 20: WIDE_O and CARRY. Kernel 21: HALF_PV
+ * too. Kernel 22: DESC_ADD too. Kernel 23: BITMASK too. */
 template <int D, typename T, bool WIDE_O, bool CARRY, bool HALF_PV, bool DESC_ADD, bool BITMASK>
 __global__ void __launch_bounds__(K13<D>::THREADS, 1)
 wgmma_persist(const T *__restrict__ Q, T *__restrict__ O, float *__restrict__ L, long N, long row_tiles, int causal,
@@ -587,7 +590,8 @@ static int persist_launch_dt(int id, const void *q, const void *k, const void *v
     return 0;
 }
 
-/* One (D, dtype) instance of kernel 13, 14 (PERSIST false), 18, 19 (WIDE_O), 20 (WIDE_O, CARRY) or 21 (and HALF_PV). */
+/* One (D, dtype) instance of kernel 13, 14 (PERSIST false), 18, 19 (WIDE_O), 20 (WIDE_O, CARRY), 21 (and HALF_PV), 22
+ * (and DESC_ADD) or 23 (and BITMASK). */
 template <int D, typename T, bool PINGPONG, bool PERSIST, bool WIDE_O, bool CARRY, bool HALF_PV, bool DESC_ADD, bool BITMASK>
 static int overlap_launch_any(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
                               int dtype, int causal, cudaStream_t s)
