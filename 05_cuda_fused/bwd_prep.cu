@@ -74,32 +74,34 @@ bwd_preprocess_kernel(const T *__restrict__ O,      // [BH, N, D]
 template <typename T, int LPR>
 __global__ void __launch_bounds__(256)
 bwd_preprocess_vec_kernel(const T *__restrict__ O, const T *__restrict__ dO, const float *__restrict__ L,
-                          float *__restrict__ delta, float *__restrict__ lse2, float *__restrict__ dq_zero, long N,
-                          long Npad, long zrows)
+                          float *__restrict__ delta, float *__restrict__ lse2, float *__restrict__ dq_zero, long BH,
+                          long N, long Npad, long zrows)
 {
     constexpr int D = 8 * LPR;
-    const long bh = blockIdx.y;                                               // one head per grid row: no division by Npad
     const long i = ((long)blockIdx.x * 256 + threadIdx.x) / LPR;           // LPR consecutive lanes per row
     const int part = threadIdx.x % LPR;
-    const long row = bh * Npad + i;
-    float acc = 0.0f;
-    if (i < N) {
-        const size_t off = (size_t)(bh * N + i) * D + 8 * part;
-        const uint4 a = *reinterpret_cast<const uint4 *>(O + off), b = *reinterpret_cast<const uint4 *>(dO + off);
-        const T *oa = reinterpret_cast<const T *>(&a), *db = reinterpret_cast<const T *>(&b);
+    /* one head per grid row (no division by Npad), striding by the grid's at most 65535 rows past that many heads */
+    for (long bh = blockIdx.y; bh < BH; bh += gridDim.y) {
+        const long row = bh * Npad + i;
+        float acc = 0.0f;
+        if (i < N) {
+            const size_t off = (size_t)(bh * N + i) * D + 8 * part;
+            const uint4 a = *reinterpret_cast<const uint4 *>(O + off), b = *reinterpret_cast<const uint4 *>(dO + off);
+            const T *oa = reinterpret_cast<const T *>(&a), *db = reinterpret_cast<const T *>(&b);
 #pragma unroll
-        for (int x = 0; x < 8; x++) acc += bwd_to_f(db[x]) * bwd_to_f(oa[x]);
-    }
-    if (dq_zero && i < zrows) {                                                         // dQ is summed into from every K/V tile
-        float4 *z = reinterpret_cast<float4 *>(dq_zero + (size_t)(bh * zrows + i) * D + 8 * part);
-        z[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        z[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
+            for (int x = 0; x < 8; x++) acc += bwd_to_f(db[x]) * bwd_to_f(oa[x]);
+        }
+        if (dq_zero && i < zrows) {                                                     // dQ is summed into from every K/V tile
+            float4 *z = reinterpret_cast<float4 *>(dq_zero + (size_t)(bh * zrows + i) * D + 8 * part);
+            z[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            z[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
 #pragma unroll
-    for (int off = LPR / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);   // inside the row's lanes
-    if (i < Npad && part == 0) {
-        delta[row] = acc;                                                             // Delta_i = dO_i . O_i (0 past N)
-        if (lse2) lse2[row] = i < N ? L[bh * N + i] * 1.4426950408889634f : INFINITY; // L_i log2(e); +inf past N
+        for (int off = LPR / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);   // inside the row's lanes
+        if (i < Npad && part == 0) {
+            delta[row] = acc;                                                         // Delta_i = dO_i . O_i (0 past N)
+            if (lse2) lse2[row] = i < N ? L[bh * N + i] * 1.4426950408889634f : INFINITY;   // L_i log2(e); +inf past N
+        }
     }
 }
 
@@ -133,19 +135,21 @@ __global__ void bwd_convert_kernel(const float *__restrict__ acc, T *__restrict_
  * [N, D], read as one float4 of their block (c % 4 = 0, so the four are one
  * chunk). */
 template <typename T, int D>
-__global__ void bwd_convert_tiled_kernel(const float *__restrict__ acc, T *__restrict__ dq, long N, long Npad, float scale)
+__global__ void bwd_convert_tiled_kernel(const float *__restrict__ acc, T *__restrict__ dq, long BH, long N, long Npad, float scale)
 {
     /* one head per grid row (blockIdx.y), so the row and column come from shifts, not 64-bit divisions by N */
     constexpr int row4 = D / 4, dblocks = D / 64;
-    const long bh = blockIdx.y, n4 = N * row4;
-    const float *acc_h = acc + bh * Npad * D;
-    T *dq_h = dq + bh * N * D;
-    for (long j = blockIdx.x * (long)blockDim.x + threadIdx.x; j < n4; j += (long)gridDim.x * blockDim.x) {
-        const int r = (int)(j / row4), c = (int)(j % row4) * 4;   // row4 a power of two: a shift and a mask
-        const float *blk = acc_h + ((long)(r / 64) * dblocks + c / 64) * 4096;
-        float4 x = *reinterpret_cast<const float4 *>(blk + bwd_dq_tiled_off(r % 64, c % 64));
-        x.x *= scale, x.y *= scale, x.z *= scale, x.w *= scale;
-        bwd_store4<T>(dq_h + 4 * j, x);
+    const long n4 = N * row4;
+    for (long bh = blockIdx.y; bh < BH; bh += gridDim.y) {   // past 65535 heads (the grid's rows), a stride over them
+        const float *acc_h = acc + bh * Npad * D;
+        T *dq_h = dq + bh * N * D;
+        for (long j = blockIdx.x * (long)blockDim.x + threadIdx.x; j < n4; j += (long)gridDim.x * blockDim.x) {
+            const int r = (int)(j / row4), c = (int)(j % row4) * 4;   // row4 a power of two: a shift and a mask
+            const float *blk = acc_h + ((long)(r / 64) * dblocks + c / 64) * 4096;
+            float4 x = *reinterpret_cast<const float4 *>(blk + bwd_dq_tiled_off(r % 64, c % 64));
+            x.x *= scale, x.y *= scale, x.z *= scale, x.w *= scale;
+            bwd_store4<T>(dq_h + 4 * j, x);
+        }
     }
 }
 
@@ -160,20 +164,20 @@ int bwd_preprocess(const void *o, const void *dout, const float *L, float *delta
     }
     const long rows = BH * Npad;
     const bool aligned = ((uintptr_t)o | (uintptr_t)dout | (uintptr_t)dq_zero) % 16 == 0;   // rows of D = 64, 128 keep it
-    if ((dtype == DT_FP16 || dtype == DT_BF16) && (D == 64 || D == 128) && aligned && BH <= 65535) {   // 16 bytes a lane
-        const dim3 vgrid((unsigned)((Npad * (D / 8) + 255) / 256), (unsigned)BH);
+    if ((dtype == DT_FP16 || dtype == DT_BF16) && (D == 64 || D == 128) && aligned) {   // 16 bytes a lane
+        const dim3 vgrid((unsigned)((Npad * (D / 8) + 255) / 256), (unsigned)(BH < 65535 ? BH : 65535));
         if (dtype == DT_FP16 && D == 64)
             bwd_preprocess_vec_kernel<__half, 8><<<vgrid, 256, 0, s>>>((const __half *)o, (const __half *)dout, L, delta,
-                                                                       lse2, dq_zero, N, Npad, zrows);
+                                                                       lse2, dq_zero, BH, N, Npad, zrows);
         else if (dtype == DT_FP16)
             bwd_preprocess_vec_kernel<__half, 16><<<vgrid, 256, 0, s>>>((const __half *)o, (const __half *)dout, L, delta,
-                                                                        lse2, dq_zero, N, Npad, zrows);
+                                                                        lse2, dq_zero, BH, N, Npad, zrows);
         else if (D == 64)
             bwd_preprocess_vec_kernel<__nv_bfloat16, 8><<<vgrid, 256, 0, s>>>(
-                (const __nv_bfloat16 *)o, (const __nv_bfloat16 *)dout, L, delta, lse2, dq_zero, N, Npad, zrows);
+                (const __nv_bfloat16 *)o, (const __nv_bfloat16 *)dout, L, delta, lse2, dq_zero, BH, N, Npad, zrows);
         else
             bwd_preprocess_vec_kernel<__nv_bfloat16, 16><<<vgrid, 256, 0, s>>>(
-                (const __nv_bfloat16 *)o, (const __nv_bfloat16 *)dout, L, delta, lse2, dq_zero, N, Npad, zrows);
+                (const __nv_bfloat16 *)o, (const __nv_bfloat16 *)dout, L, delta, lse2, dq_zero, BH, N, Npad, zrows);
         CUDA_CHECK_LAST();
         return 0;
     }
@@ -214,16 +218,16 @@ int bwd_convert_dq_tiled(const float *dq_acc, void *dq, long BH, long N, long Np
                 g_prog, dtype_name(dtype), D, Npad);
         return -1;
     }
-    if (BH > 65535 || (D != 64 && D != 128)) {
-        fprintf(stderr, "%s: bwd_convert_dq_tiled takes D = 64 or 128 and at most 65535 heads, not D=%ld, %ld\n", g_prog, D, BH);
+    if (D != 64 && D != 128) {
+        fprintf(stderr, "%s: bwd_convert_dq_tiled takes D = 64 or 128, not D=%ld\n", g_prog, D);
         return -1;
     }
     const size_t n4 = (size_t)N * D / 4;                                     // per head
-    const dim3 grid((unsigned)(n4 / 256 + 1 < 4096 ? n4 / 256 + 1 : 4096), (unsigned)BH);
-    if (dtype == DT_FP16 && D == 64) bwd_convert_tiled_kernel<__half, 64><<<grid, 256, 0, s>>>(dq_acc, (__half *)dq, N, Npad, scale);
-    else if (dtype == DT_FP16) bwd_convert_tiled_kernel<__half, 128><<<grid, 256, 0, s>>>(dq_acc, (__half *)dq, N, Npad, scale);
-    else if (D == 64) bwd_convert_tiled_kernel<__nv_bfloat16, 64><<<grid, 256, 0, s>>>(dq_acc, (__nv_bfloat16 *)dq, N, Npad, scale);
-    else bwd_convert_tiled_kernel<__nv_bfloat16, 128><<<grid, 256, 0, s>>>(dq_acc, (__nv_bfloat16 *)dq, N, Npad, scale);
+    const dim3 grid((unsigned)(n4 / 256 + 1 < 4096 ? n4 / 256 + 1 : 4096), (unsigned)(BH < 65535 ? BH : 65535));
+    if (dtype == DT_FP16 && D == 64) bwd_convert_tiled_kernel<__half, 64><<<grid, 256, 0, s>>>(dq_acc, (__half *)dq, BH, N, Npad, scale);
+    else if (dtype == DT_FP16) bwd_convert_tiled_kernel<__half, 128><<<grid, 256, 0, s>>>(dq_acc, (__half *)dq, BH, N, Npad, scale);
+    else if (D == 64) bwd_convert_tiled_kernel<__nv_bfloat16, 64><<<grid, 256, 0, s>>>(dq_acc, (__nv_bfloat16 *)dq, BH, N, Npad, scale);
+    else bwd_convert_tiled_kernel<__nv_bfloat16, 128><<<grid, 256, 0, s>>>(dq_acc, (__nv_bfloat16 *)dq, BH, N, Npad, scale);
     CUDA_CHECK_LAST();
     return 0;
 }
