@@ -144,7 +144,7 @@ static void bp_make(Problem *p, long B, long H, long N, long D, int dtype, int c
 
 /* The forward the backward kernels pair with: the highest-numbered one that
  * writes L and runs dtype at D on this GPU, its shared memory included (fp32:
- * kernel 2; fp16/bf16: kernel 21 on Hopper, kernel 9 on an A100, a smaller
+ * kernel 2; fp16/bf16: kernel 23 on Hopper, kernel 9 on an A100, a smaller
  * one where a block has less shared memory). NULL if none. */
 static const FusedKernel *fwd_with_l(int dtype, long D)
 {

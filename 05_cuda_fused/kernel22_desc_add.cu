@@ -21,17 +21,27 @@
  * What it costs: nothing; the address field is 14 bits and shared memory ends below 256 KB, so the add never
  * carries into the field above it.
  *
- * Measured on the H200 (./step05 --bench --dtype fp16 [--causal] --kernel 21-23, one call, 2026-11-27), against
- * kernel 21 in the same run, N = 512 ... 16384:
- *     fp16, D = 64:  +3.7% +0.2% +0.3% -0.9% -1.0% -0.8%   causal: +1.3% -0.1% -0.2% -1.0% -1.6% -1.5%
- *     fp16, D = 128: +0.9% +0.6% +1.0% +0.3% +0.6% +0.8%   causal: +1.4% +1.6% +1.1% +0.4% +0.6% +0.6%
- * Up to 3.7% at N = 512 and about 1% at D = 128; at D = 64 from N = 4096, 1-1.6% slower, both ways (not profiled).
- * One run: in the same run kernel 23, whose path without a mask is this kernel's, differs from it by up to 1.6%
- * there. bf16 not timed.
+ * Measured on the H200 against kernel 21 in the same run, N = 512 ... 16384, in two calls: `./step05 --bench --dtype
+ * fp16 [--causal] --kernel 21-23` (2026-11-27, sixth session), then the race's forward run (`sh common/gpu_runs.sh OUT
+ * race-forward`, kernels 14-23, the seventh):
+ *                        N = 512   1024   2048   4096   8192  16384
+ *     fp16, D = 64          +3.7   +0.2   +0.3   -0.9   -1.0   -0.8     second: +1.4 -0.9 -0.2 -1.1 -1.7 -1.9
+ *     fp16, causal, D = 64  +1.3   -0.1   -0.2   -1.0   -1.6   -1.5             +0.3 -0.5 -0.8 -1.1 -1.3 -2.0
+ *     fp16, D = 128         +0.9   +0.6   +1.0   +0.3   +0.6   +0.8             -0.2 +1.0 +0.3 +0.3 +0.2 +0.1
+ *     fp16, causal, D = 128 +1.4   +1.6   +1.1   +0.4   +0.6   +0.6             +0.5 +0.1 +0.3 +0.4 +0.1 +0.4
+ *     bf16, D = 64          -0.8   -0.3   +0.2   -0.8   -0.8   -1.4     (second call only)
+ *     bf16, causal, D = 64  -0.9   -0.8   -1.2   -1.3   -1.6   -2.0
+ *     bf16, D = 128         -0.3   +0.2   +0.0   +0.4   +0.5   +0.5
+ *     bf16, causal, D = 128 -0.5   -0.1   +0.2   +0.1   +0.3   +0.2
+ * So fewer instructions are not, alone, a faster tile: at D = 128 up to +1.6% (fp16), within half a percent in bf16;
+ * at D = 64 from N = 4096, 0.8-2.0% slower in every run and dtype (not profiled: the same wgmmas and waits, a
+ * different schedule of the rest). Kernel 23, which adds the mask on this one, is where the instructions pay.
  *
- * Not landed: compute-sanitizer's racecheck over --sanitize-shapes --kernel 22 did not finish (150 s in one call; in
- * the next, its ninth run, bf16, N = 65, D = 64, not ended in 70 s), where kernels 21 and 23 take 5-6 s (RESULTS.md,
- * the sixth session of 2026-11-27).
+ * Sanitizers: memcheck, initcheck, synccheck and racecheck over --sanitize-shapes --kernel 22, 0 errors and 0
+ * hazards. Racecheck is slow on this kernel and how slow varies: 28 s and 62 s for the 19 runs (the seventh session),
+ * against 4-33 s for kernels 21 and 23 in the same calls; in the sixth session two runs were stopped at 70 s and
+ * 150 s before they ended, and the kernel was held back as hanging the tool. A planted error (K's descriptor 32 bytes
+ * on, desc_add(k_desc, at + 32)) made 59 and 58 of --check --kernel 22's 104 cases fail, in two sessions.
  */
 #include "overlap.cuh"
 

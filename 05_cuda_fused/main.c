@@ -792,7 +792,7 @@ int main(int argc, char **argv)
         printf("step05 runs the fused CUDA kernels, and needs an NVIDIA GPU: this machine has none usable (or this "
                "build has no CUDA).\n"
                "What it shows on one: every kernel checked against a float64 reference, then timed against naive "
-               "attention;\n05_cuda_fused/README.md has the real output of an H200 (kernel 21 is 5.79x naive attention "
+               "attention;\n05_cuda_fused/README.md has the real output of an H200 (kernel 21 is 5.76x naive attention "
                "in fp16 at B=2 H=8 N=4096 D=64).\n"
                "On this machine: ./step01 to ./step04, ./step06 (and ./step06 --train), ./step07 run on the CPU; "
                "make check runs their checks.\n");
