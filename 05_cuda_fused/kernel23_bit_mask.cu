@@ -34,7 +34,7 @@
  *     bf16, D = 64          -0.2   +0.2   +0.4   -0.2   +0.2   -1.2
  *     bf16, D = 128         +0.4   +0.6   +0.6   +1.6   +1.8   +1.9
  * Without a mask its tiles are kernel 22's. The gain: causal at N = 512 and 1024 (D = 64, where the diagonal is 4 of
- * a head's 10 tiles at N = 512), and about +1-2.5% at D = 128 from N = 2048, both dtypes, causal or not; at D = 64
+ * a head's 10 tiles at N = 512), and +0.6% to +2.6% at D = 128 from N = 2048, both dtypes, causal or not; at D = 64
  * from N = 4096 kernel 22's loss remains. Against cuDNN 9.19 (PyTorch 2.11 SDPA, same call), causal, N = 512 and
  * 1024: D = 64 94.2% and 95.2% (first call; kernel 21 90.6%, 93.8%), 93.2% and 97.1% (second; kernel 21 91.2%,
  * 96.0%), bf16 93.7% and 96.4% (kernel 21 91.1%, 95.2%); D = 128 89.6% and 98.2%, then 92.3% and 99.3%.
