@@ -235,8 +235,9 @@ static double grad_tol(int dtype, double naive_err, double gmax)
 
 /* The forwards' L: every kernel with launch_l, against the float64 L, and its
  * O bit for bit against the same kernel's run without L (the store changes
- * nothing else). Leaves the last one's O and L in p. */
-static void check_forward_l(Problem *p, const BwdRef *r, float *o1, float *o2)
+ * nothing else). Leaves the last one's O and L in p. tag: " causal" and the
+ * batch where it is not the grid's, as the case's other lines say it. */
+static void check_forward_l(Problem *p, const BwdRef *r, float *o1, float *o2, const char *tag)
 {
     int nk;
     const FusedKernel *const *ks = fused_kernels(&nk);
@@ -247,8 +248,7 @@ static void check_forward_l(Problem *p, const BwdRef *r, float *o1, float *o2)
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
         if (!kn->launch_l || !fused_runs(kn, p->dtype, p->D)) continue;
-        snprintf(name, sizeof name, "L kernel%d %s N=%ld D=%ld%s", kn->id, dtype_name(p->dtype), p->N, p->D,
-                 p->causal ? " causal" : "");
+        snprintf(name, sizeof name, "L kernel%d %s N=%ld D=%ld%s", kn->id, dtype_name(p->dtype), p->N, p->D, tag);
         dpoison(p->O, p->n, p->dtype);
         gpu_refusal_clear();
         if (kn->launch(p->Q, p->K, p->V, p->O, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL) != 0) {
@@ -317,7 +317,7 @@ static void check_case(long only, int dt, long B, long H, long N, long D, int ca
         }
     }
     /* O and L from the forwards (checked), the last one's kept. */
-    check_forward_l(&p, &r, full2[0], full2[1]);
+    check_forward_l(&p, &r, full2[0], full2[1], tag);
     if (!fwd_with_l(dt, D)) {
         snprintf(name, sizeof name, "bwd %s N=%ld D=%ld%s", dtype_name(dt), N, D, tag);
         report_skip(name, "no forward kernel writes L for %s at D=%ld on this GPU", dtype_name(dt), D);
