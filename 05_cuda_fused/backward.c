@@ -437,7 +437,8 @@ void bwd_run_checks(long only)
                     check_case(only, dt, 4, 24, 257, Ds[b], causal, 7900 + 101 * dt + 3 * b + causal);
             /* More heads than a grid has rows (65535): the side passes (bwd_prep.cu) give each head a grid row and
              * stride past that many, so a head after the 65535th is the one a missing stride would leave unwritten
-             * (poisoned: a FAIL) or refused. N = 2 keeps it small: 65537 x 2 rows, under 1.1 GB of host memory. */
+             * (poisoned: a FAIL), and a pass that refused so many heads would be a launch not run (a FAIL too, not a
+             * refusal of this GPU's). N = 2 keeps it small: 65537 x 2 rows, under 1.1 GB of host memory. */
             if (dt != DT_FP32) check_case(only, dt, 65537, 1, 2, Ds[b], 0, 7950 + 101 * dt + 3 * b);
         }
     }
