@@ -438,7 +438,7 @@ void bwd_run_checks(long only)
             /* More heads than a grid has rows (65535): the side passes (bwd_prep.cu) give each head a grid row and
              * stride past that many, so a head after the 65535th is the one a missing stride would leave unwritten
              * (poisoned: a FAIL), and a pass that refused so many heads would be a launch not run (a FAIL too, not a
-             * refusal of this GPU's). N = 2 keeps it small: 65537 x 2 rows, under 1.1 GB of host memory. */
+             * refusal of this GPU's). N = 2 keeps it small: 65537 x 2 rows, about 1.3 GB of host memory at D = 128. */
             if (dt != DT_FP32) check_case(only, dt, 65537, 1, 2, Ds[b], 0, 7950 + 101 * dt + 3 * b);
         }
     }
