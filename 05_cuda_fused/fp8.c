@@ -1,7 +1,7 @@
 /*
  * fp8.c: step 05 in FP8 (--dtype fp8): Q, K and V stored in e4m3, one byte an element, so the tensor cores
  * run at twice the 16-bit rate; what that costs in accuracy, measured against float64; the CPU loop that
- * kernels 15-17 transcribe; 2^x as kernel 17 computes part of it (fp8_exp2_poly); and the driver of the
+ * kernels 15-17 and 24 transcribe; 2^x as kernel 17 computes part of it (fp8_exp2_poly); and the driver of the
  * kernels' checks and benchmark, with the GPU quantizer (fp8_quantize.cu) checked against fp8_quantize.
  *
  * What FP8 demands, in the chapter's notation:
@@ -612,7 +612,7 @@ static void loop_case(Fp8Mode mode, long N, long D, int causal, int out_dt)
     tfree(q); tfree(k); tfree(v); tfree(out); tfree(nv); tfree(ref);
 }
 
-/* The loop kernels 15-17 run, on the CPU, against float64 within twice naive FP8's error, at odd N (and with O in
+/* The loop kernels 15-17 and 24 run, on the CPU, against float64 within twice naive FP8's error, at odd N (and with O in
  * bf16 at one N). */
 static void check_loop(void)
 {
@@ -696,7 +696,7 @@ typedef struct {
 } Fp8Dev;
 
 /* The FP8 kernels, in id order; only: 0 for all, else one id. */
-static const Fp8Kernel *const fp8_kernels[] = {&fp8_kernel15, &fp8_kernel16, &fp8_kernel17};
+static const Fp8Kernel *const fp8_kernels[] = {&fp8_kernel15, &fp8_kernel16, &fp8_kernel17, &fp8_kernel24};
 #define N_FP8_KERNELS ((int)(sizeof fp8_kernels / sizeof fp8_kernels[0]))
 
 static void dev_upload(const Fp8Tensors *t, int causal, Fp8Dev *d)
@@ -825,7 +825,7 @@ static void check_quantize_gpu(void)
 static void fp8_gpu_checks(long only)
 {
     const char *why = fp8_unavailable();
-    if (why) { report_skip("kernel15-17", "%s", why); return; }
+    if (why) { report_skip("fp8-kernels", "%s", why); return; }
     check_quantize_gpu();
     static const long Ns[] = {1, 2, 17, 63, 64, 65, 257, 1000, 1025};
     for (int di = 0; di < 2; di++)
@@ -865,9 +865,9 @@ static int time_shape(const Opts *o, const float *q, const float *k, const float
     const FusedKernel *k16 = fused_kernel(14);
     F16Ctx f = {k16, dupload(q, d->n, DT_FP16, "Q"), dupload(k, d->n, DT_FP16, "K"), dupload(v, d->n, DT_FP16, "V"),
                 dmalloc(d->n * 2, "O"), B, H, N, D, o->causal};
-    Fp8Ctx c[4];
-    void (*fns[5])(void *);
-    void *ctxs[5];
+    Fp8Ctx c[N_FP8_KERNELS];
+    void (*fns[N_FP8_KERNELS + 1])(void *);
+    void *ctxs[N_FP8_KERNELS + 1];
     int m = 0, ok = 1;
     for (int x = 0; x < nk; x++) {
         c[x].k = ks[x], c[x].d = d;
@@ -877,7 +877,7 @@ static int time_shape(const Opts *o, const float *q, const float *k, const float
     const int have16 = k16 && !FUSED_UNAVAILABLE(k16) && k16->launch(f.q, f.kk, f.v, f.o, B, H, N, D, DT_FP16, o->causal, NULL) == 0;
     if (have16) fns[m] = run_f16, ctxs[m++] = &f;
     gpu_sync_check();
-    double t_ms[5] = {0, 0, 0, 0, 0};
+    double t_ms[N_FP8_KERNELS + 1] = {0};
     if (ok) gpu_time_interleaved_ms((void (*const *)(void *))fns, (void *const *)ctxs, m, 3, (int)o->repeat, t_ms);
     const double fl = 4.0 * B * H * (double)N * N * D / (o->causal ? 2 : 1);
     for (int x = 0; x <= nk; x++) { tf[x] = 0; ms[x] = 0; }
@@ -907,7 +907,7 @@ static int fp8_bench(const Opts *o, FILE *csv)
 {
     const char *why = fp8_unavailable();
     if (why) { printf("step05 --dtype fp8 --bench: %s\n", why); return EXIT_SKIP; }
-    const Fp8Kernel *ks[4];
+    const Fp8Kernel *ks[N_FP8_KERNELS];
     const int nk = select_kernels(o->kernel, ks);
     printf("step05 --dtype fp8 --bench%s: batch = 16384/N, heads = 2048/D, TFLOP/s = %s*B*H*N*N*D / time (median of %ld "
            "runs, the kernels of a shape interleaved run by run)\ndevice: %s\n", o->causal ? " --causal" : "",
@@ -950,7 +950,7 @@ static int fp8_bench(const Opts *o, FILE *csv)
             Fp8Dev d;
             dev_upload(&t, o->causal, &d);
             fp8_free(&t);
-            double tf[5], ms[5];
+            double tf[N_FP8_KERNELS + 1], ms[N_FP8_KERNELS + 1];
             const int trc = time_shape(o, q, k, v, &d, ks, nk, tf, ms);
             dev_free(&d);
             tfree(q); tfree(k); tfree(v);
@@ -1035,7 +1035,7 @@ void fp8_checks(long only)
 #else
     (void)only;
 #endif
-    report_skip("kernel15-17", "no CUDA device (or no CUDA in this build): the FP8 kernels' checks need one; the CPU half ran");
+    report_skip("fp8-kernels", "no CUDA device (or no CUDA in this build): the FP8 kernels' checks need one; the CPU half ran");
 }
 
 #ifdef HAVE_CUDA
@@ -1050,7 +1050,7 @@ static int fp8_default(const Opts *o, FILE *csv)
            "B=%ld H=%ld N=%ld D=%ld%s\ndevice: %s\n", B, H, N, D, o->causal ? ", causal" : "", gpu_describe());
     const char *why = fp8_unavailable();
     if (why) { printf("%s\n", why); return EXIT_SKIP; }
-    const Fp8Kernel *ks[4];
+    const Fp8Kernel *ks[N_FP8_KERNELS];
     const int nk = select_kernels(o->kernel, ks);
     float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O");
     make_qkv(q, k, v, n, o->seed);
@@ -1088,7 +1088,7 @@ static int fp8_default(const Opts *o, FILE *csv)
         printf("kernel %d (%s): %s\n  check (%d rows of each head against float64): %s; naive fp8 %.2e on the same rows, "
                "tol %.2e: %s\n", ks[x]->id, ks[x]->name, desc, NR, fmt_err(&e, eb, sizeof eb), nmax, tol, good ? "ok" : "WRONG");
     }
-    double tf[5], ms[5];
+    double tf[N_FP8_KERNELS + 1], ms[N_FP8_KERNELS + 1];
     const int trc = time_shape(o, q, k, v, &d, ks, nk, tf, ms);   /* the inputs just checked */
     dev_free(&d);
     fp8_free(&t);
@@ -1111,7 +1111,7 @@ static int fp8_default(const Opts *o, FILE *csv)
 #endif
 
 #ifdef HAVE_CUDA
-/* The GPU half of --dtype fp8 on the reader's tensors: kernels 15-17 on them, quantised in `scaling` as the CPU
+/* The GPU half of --dtype fp8 on the reader's tensors: kernels 15-17 and 24 on them, quantised in `scaling` as the CPU
  * loop was, each against float64 over every element (tolerance: twice naive FP8's error on the same e4m3
  * tensors, the checks' rule) and beside the loop they transcribe. keep (may be NULL): O of the last kernel that
  * ran. Returns 1 if every kernel that ran was within the tolerance; *ran gets how many ran. */
@@ -1121,7 +1121,7 @@ static int fp8_files_gpu(const Opts *o, const float *q, const float *k, const fl
     const size_t n = (size_t)B * H * N * D;
     *ran = 0;
     const char *why = fp8_unavailable();
-    if (why) { printf("kernels 15-17 SKIP on this GPU: %s\n", why); return 1; }
+    if (why) { printf("kernels 15-17 and 24 SKIP on this GPU: %s\n", why); return 1; }
     gpu_refusals_quiet(1); /* a refused launch: a SKIP line below */
     double *ref = xmalloc(n * 8, "reference");
     float *nv = xmalloc(n * 4, "naive fp8 O"), *cpu = xmalloc(n * 4, "the loop's O"), *out = xmalloc(n * 4, "O");
@@ -1159,9 +1159,9 @@ static int fp8_files_gpu(const Opts *o, const float *q, const float *k, const fl
 #endif
 
 /* --dtype fp8 --q --k --v FILE.npy: FP8's error on the reader's own tensors, the error table's columns for them
- * (fp16 storage; the loop that kernels 15-17 transcribe, fp8_flash_cpu, in each scaling) against float64, on the
+ * (fp16 storage; the loop that kernels 15-17 and 24 transcribe, fp8_flash_cpu, in each scaling) against float64, on the
  * CPU, so that a laptop reader sees where their activations' outliers put FP8; where a GPU runs them, kernels
- * 15-17 on the same tensors (fp8_files_gpu). --out writes O (float32 [B, H, N, D]) of the last kernel that ran,
+ * 15-17 and 24 on the same tensors (fp8_files_gpu). --out writes O (float32 [B, H, N, D]) of the last kernel that ran,
  * or of the CPU loop in --scaling's run. O(N^2 D) per head five times over: a few seconds at N = 1024. */
 static int fp8_files(const Opts *o, int scaling, int print)
 {
@@ -1172,7 +1172,7 @@ static int fp8_files(const Opts *o, int scaling, int print)
     float *out = o->outfile ? xmalloc(n * 4, "O") : NULL;
     if (print)
         printf("step05 --dtype fp8 on --q %s --k %s --v %s: [B, H, N, D] = [%ld, %ld, %ld, %ld]%s; the CPU loop that "
-               "kernels 15-17 transcribe (fp8_flash_cpu), in each scaling, against float64\n", o->qfile, o->kfile, o->vfile,
+               "kernels 15-17 and 24 transcribe (fp8_flash_cpu), in each scaling, against float64\n", o->qfile, o->kfile, o->vfile,
                o->B, o->H, o->N, o->D, o->causal ? ", causal" : "");
     const ErrRow r = errors_of(q, k, v, o->B, o->H, o->N, o->D, o->causal, scaling, out);
     char c[4][32];
@@ -1203,7 +1203,7 @@ static int fp8_files(const Opts *o, int scaling, int print)
                    : "the CPU loop", fp8_mode_name((Fp8Mode)scaling), o->outfile, o->B, o->H, o->N, o->D);
         }
     }
-    if (print && !ran) printf("(kernels 15-17 run on these tensors where a Hopper GPU is: sm_90a)\n");
+    if (print && !ran) printf("(kernels 15-17 and 24 run on these tensors where a Hopper GPU is: sm_90a)\n");
     tfree(q); tfree(k); tfree(v); tfree(out);
     return rc;
 }
@@ -1224,7 +1224,7 @@ int fp8_main(const Opts *o, int bench, int errors, int sanitize, int scaling)
         return EXIT_OK;
     }
     if (!sanitize && !gpu_available())
-        printf("step05 --dtype fp8 runs kernels 15, 16 and 17 on an H100 (sm_90a); this machine has no usable GPU. What runs here: "
+        printf("step05 --dtype fp8 runs kernels 15, 16, 17 and 24 on an H100 (sm_90a); this machine has no usable GPU. What runs here: "
                "./step05 --dtype fp8 --errors (the error table) and --check (the CPU half).\n");
     gpu_require();
 #ifdef HAVE_CUDA

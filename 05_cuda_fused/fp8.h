@@ -4,7 +4,8 @@
  * (one scale per tensor, or per block), the FP8 attention loop the kernel transcribes, the FP8 emulation
  * of naive attention the check's tolerance comes from, and the error table. The GPU half (kernel15_fp8.cu)
  * runs the same loop on the tensor cores, kernel 16 (kernel16_fp8_pingpong.cu) runs it on kernel 14's schedule, and
- * kernel 17 (kernel17_fp8_split_exp.cu) computes part of its exponentials with fp8_exp2_poly's arithmetic. */
+ * kernel 17 (kernel17_fp8_split_exp.cu) computes part of its exponentials with fp8_exp2_poly's arithmetic, and
+ * kernel 24 (kernel24_fp8_tc_sum.cu) leaves the row sums to the tensor cores. */
 #ifndef FP8_H
 #define FP8_H
 
@@ -78,7 +79,7 @@ double tol_fp8(double naive_err);
 /* ./step05 --dtype fp8 [--check | --bench | --errors | --sanitize-shapes | --q --k --v FILE.npy [--out]]. The checks: fp8_cpu_checks (the
  * CPU half, anywhere) and, with a GPU, kernel 15's grid (fp8_checks does both, or says SKIP for the GPU's). */
 void fp8_cpu_checks(void);
-void fp8_checks(long only); /* only: 15, 16, 17, or 0 for all */
+void fp8_checks(long only); /* only: 15, 16, 17, 24, or 0 for all */
 /* scaling: an Fp8Mode, the one whose O --out writes when --q/--k/--v give the reader's tensors (fp8_files: the
  * error of each scaling on them, on the CPU). */
 int fp8_main(const Opts *o, int bench, int errors, int sanitize, int scaling);
@@ -93,15 +94,15 @@ typedef struct {
 } Fp8Args;
 /* NULL when the FP8 kernels run on this GPU (sm_90a), else one line why not. */
 const char *fp8_unavailable(void);
-/* An FP8 kernel (kernel15_fp8.cu, kernel16_fp8_pingpong.cu, kernel17_fp8_split_exp.cu): launch on stream s (a cudaStream_t), 0 or -1 after
- * one line (D not 64 or 128, say); describe: its tiles and warpgroups at D. */
+/* An FP8 kernel (kernel15_fp8.cu, kernel16_fp8_pingpong.cu, kernel17_fp8_split_exp.cu, kernel24_fp8_tc_sum.cu): launch
+ * on stream s (a cudaStream_t), 0 or -1 after one line (D not 64 or 128, say); describe: its tiles and warpgroups at D. */
 typedef struct {
     int id;
     const char *name;
     int (*launch)(const Fp8Args *a, void *s);
     void (*describe)(long D, char *buf, size_t n);
 } Fp8Kernel;
-extern const Fp8Kernel fp8_kernel15, fp8_kernel16, fp8_kernel17;
+extern const Fp8Kernel fp8_kernel15, fp8_kernel16, fp8_kernel17, fp8_kernel24;
 /* The quantizer on the GPU (fp8_quantize.cu), for Q (rows = FP8_QBLOCK) or K (FP8_KBLOCK): x [bh, N, D] fp16 ->
  * x8 [bh, N, D] e4m3 and s [bh][ceil(N / rows)], the rotation fused in when hadamard: fp8_quantize's codes and
  * scales (FP8_BLOCK, FP8_HADAMARD) bit for bit on the same 16-bit values. D 64 or 128; 0, or -1 after one line. */

@@ -1,9 +1,10 @@
 /*
- * fp8_pingpong.cuh: the FP8 forward of kernels 16 and 17 written once (as overlap.cuh is kernels 13 and 14's):
+ * fp8_pingpong.cuh: the FP8 forward of kernels 16, 17 and 24 written once (as overlap.cuh is kernels 13 and 14's):
  * kernel 15's FP8 products, scales, V's permuted layout and 2^8 p on kernel 14's schedule, the softmax of
  * tile j under P_{j-1} V_{j-1} and the two consumer warpgroups taking turns (kernel 16's idea, its header
  * says it); with POLY > 0, POLY of every 16 exponentials computed on the FMA pipes by ex2_fma instead of the
- * MUFU (kernel 17's). Built only for sm_90a.
+ * MUFU (kernel 17's); with TC_SUM, the row sums l by the tensor cores beside P V (kernel 24's). Built only for
+ * sm_90a.
  */
 #ifndef FP8_PINGPONG_CUH
 #define FP8_PINGPONG_CUH
@@ -39,21 +40,24 @@ __device__ __forceinline__ float ex2_fma(float x)
 
 // --- the kernel ------------------------------------------------------------------
 
-/* POLY: of every 16 scores a thread holds, how many take ex2_fma (the rest: ex2, the MUFU). */
-template <int D, int POLY_> struct Fp8PP {
+/* POLY: of every 16 scores a thread holds, how many take ex2_fma (the rest: ex2, the MUFU). TC_SUM (kernel 24):
+ * the row sums l by the tensor cores, P times a block of ones, in place of the softmax's adds. */
+template <int D, int POLY_, bool TC_SUM_ = false> struct Fp8PP {
     static constexpr int POLY = POLY_;
+    static constexpr bool TC_SUM = TC_SUM_;
     static constexpr int NWG = 2;                         // consumer warpgroups, 64 rows each (FP8_QBLOCK)
     static constexpr int BR = 64 * NWG, BC = FP8_KBLOCK, STAGES = 2;
     static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
     static constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;
     static constexpr int TILE = BC * D;                   // one K tile [BC][D] or V^T tile [D][BC], bytes
-    static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + 4 * 8 * STAGES + 1024; /* K, V^T; mbarriers; alignment */
+    static constexpr int ONES = TC_SUM ? 1024 : 0;  // kernel 24's block of ones: 8 rows of 128 e4m3 1.0
+    static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + ONES + 4 * 8 * STAGES + 1024; /* K, V^T; ones; mbarriers; alignment */
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
     static_assert(POLY >= 0 && POLY <= 16, "POLY of every 16 scores");
 };
 
-template <int D, int POLY>
-__global__ void __launch_bounds__(Fp8PP<D, POLY>::THREADS, 1)
+template <int D, int POLY, bool TC_SUM = false>
+__global__ void __launch_bounds__(Fp8PP<D, POLY, TC_SUM>::THREADS, 1)
 fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
              __half *__restrict__ O,          // [B, H, N, D] fp16 or bf16
              const float *__restrict__ SQ,    // [B*H][nqb]
@@ -64,12 +68,13 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
              const __grid_constant__ CUtensorMap tm_v)   // V^T as [B*H][D][Npad] bytes, keys permuted
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using C = Fp8PP<D, POLY>;
+    using C = Fp8PP<D, POLY, TC_SUM>;
     constexpr int BC = C::BC, TILE = C::TILE, STAGES = C::STAGES;
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw_addr = (uint32_t)__cvta_generic_to_shared(smem_raw);
     const uint32_t smem_addr = (raw_addr + 1023) & ~1023u;
-    const uint32_t full_k = smem_addr + 2 * STAGES * TILE, full_v = full_k + 8 * STAGES;
+    const uint32_t ones = smem_addr + 2 * STAGES * TILE;  // kernel 24's ones (C::ONES bytes, 1024-aligned)
+    const uint32_t full_k = ones + C::ONES, full_v = full_k + 8 * STAGES;
     const uint32_t empty_k = full_v + 8 * STAGES, empty_v = empty_k + 8 * STAGES;
 
     long bh, tile;
@@ -87,6 +92,11 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
             mbar_init(empty_v + 8 * s, 4 * C::NWG);
         }
         fence_mbar_init();
+    }
+    if (TC_SUM) {                                 // e4m3 1.0 is 0x38; the tensor cores read it next
+        for (int x = threadIdx.x; x < C::ONES / 4; x += C::THREADS)
+            asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(ones + 4 * x), "r"(0x38383838u) : "memory");
+        fence_proxy_async();
     }
     __syncthreads();
 
@@ -129,6 +139,7 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
 #pragma unroll
     for (int n = 0; n < D / 2; n++) o[n] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float lacc[4] = {0.0f, 0.0f, 0.0f, 0.0f};    // kernel 24: l of rows g (0, 1) and g + 8 (2, 3), by the tensor cores
 
     float s[BC / 2];                              // S_j, then 2^8 p_j as floats
     uint32_t pf[BC / 32][4];                      // 2^8 p_{j-1} as FP8 A fragments of O += P V
@@ -150,7 +161,10 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
         mbar_wait(stage(j, full_v), parity(j));
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BC / 32; kk++) wgmma_fp8<D>(o, pf[kk], make_desc(v_addr + kk * 32, 16, 1024), 1);
+        for (int kk = 0; kk < BC / 32; kk++) {
+            wgmma_fp8<D>(o, pf[kk], make_desc(v_addr + kk * 32, 16, 1024), 1);
+            if (TC_SUM) wgmma_fp8<8>(lacc, pf[kk], make_desc(ones, 16, 1024), 1);  // l += P_j's 32 keys times 1
+        }
         wgmma_commit();
     };
     auto release = [&](uint32_t bar) {
@@ -198,16 +212,22 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
             } else {                                      // the rest (all of kernel 16's) on the MUFU
                 s[x] = ex2(y);
             }
-            ls[x % 4 / 2] += s[x];
+            if (!TC_SUM) ls[x % 4 / 2] += s[x];           // kernel 24: not here, by P V's next products
         }
+        if (!TC_SUM) {
 #pragma unroll
-        for (int h = 0; h < 2; h++) l[h] = alpha[h] * l[h] + ls[h];
+            for (int h = 0; h < 2; h++) l[h] = alpha[h] * l[h] + ls[h];
+        }
     };
     auto rescale_and_pack = [&](const float alpha[2]) {  // O *= alpha_j; 2^8 p_j into pf, kernel 15's key order
 #pragma unroll
         for (int n = 0; n < D / 8; n++) {
             o[4 * n + 0] *= alpha[0]; o[4 * n + 1] *= alpha[0];
             o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];
+        }
+        if (TC_SUM) {                             // l is scaled as O is: it sits beside O in P V's accumulators
+#pragma unroll
+            for (int e = 0; e < 4; e++) lacc[e] *= alpha[e / 2];
         }
 #pragma unroll
         for (int c = 0; c < BC / 32; c++) {
@@ -254,9 +274,11 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
     const float sv = SV[bh];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        float lr = l[h];
+        float lr = TC_SUM ? lacc[2 * h] : l[h];   // kernel 24's is the whole row's already
+        if (!TC_SUM) {
 #pragma unroll
-        for (int off = 1; off <= 2; off *= 2) lr += __shfl_xor_sync(0xffffffffu, lr, off);
+            for (int off = 1; off <= 2; off *= 2) lr += __shfl_xor_sync(0xffffffffu, lr, off);
+        }
         const float inv = lr > 0.0f ? sv / lr : 0.0f;
         const long row = h ? row_g8 : row_g;
         if (row < N) {

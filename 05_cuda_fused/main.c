@@ -252,7 +252,7 @@ static int run_checks(long only, int fwd, int bwd)
     }
     if (bwd) bwd_run_checks(fwd ? 0 : only);
     if (fwd && bwd && !only) decode_run_checks(0); /* the whole grid: the decode kernels' too (decode.c) */
-    if (fwd && bwd && !only) fp8_checks(0);        /* and FP8's: the CPU half and kernels 15-17 (fp8.c) */
+    if (fwd && bwd && !only) fp8_checks(0);        /* and FP8's: the CPU half and kernels 15-17 and 24 (fp8.c) */
     return report_finish();
 }
 
@@ -650,7 +650,7 @@ static void usage(const Opts *o)
            "  --do FILE.npy          with --backward and --q --k --v: dO = dLoss/dO ([B,H,N,D]); --out-dq/--out-dk/--out-dv\n"
            "                         FILE.npy write the gradients of the last backward kernel run (float32)\n"
            "  --alibi                the kernels with a score modifier (2, 3) with ALiBi, vs float64 with the bias, timed\n"
-           "  --dtype fp8            kernels 15-17: Q, K, V in e4m3 with per-block scales, vs float64 and kernel 14 in fp16;\n"
+           "  --dtype fp8            kernels 15-17, 24: Q, K, V in e4m3 with per-block scales, vs float64 and kernel 14 in fp16;\n"
            "                         with --bench: at the benchmark shapes; --errors: FP8's error table (CPU, no GPU needed);\n"
            "                         --q/--k/--v FILE.npy [--scaling tensor|block|hadamard] [--out O.npy]: that table's\n"
            "                         columns for the reader's tensors, on the CPU (O of --scaling, default block)\n"
@@ -762,11 +762,11 @@ int main(int argc, char **argv)
         if (o.qfile && o.D != 64 && o.D != 128)
             usage_error("option --q: D = %ld; FP8's loop takes the kernels' head dims, 64 or 128", o.D);
         if (o.qfile) return fp8_main(&o, 0, 0, 0, scaling < 0 ? 1 : scaling); /* the CPU loop, any machine */
-        if (o.kernel && (o.kernel != o.kernel_last || o.kernel < 15 || o.kernel > 17))
-            usage_error("option --kernel: the FP8 kernels are 15, 16 and 17 (one of them), not %ld%s", o.kernel,
+        if (o.kernel && (o.kernel != o.kernel_last || o.kernel < 15 || (o.kernel > 17 && o.kernel != 24)))
+            usage_error("option --kernel: the FP8 kernels are 15, 16, 17 and 24 (one of them), not %ld%s", o.kernel,
                         o.kernel != o.kernel_last ? "-..." : "");
         if (((!bench && !errors && !o.check) || (bench && (o.given & OPT_GIVEN_DIM))) && o.D != 64 && o.D != 128)
-            usage_error("option --dim: %ld is not supported in fp8 (kernels 15-17: 64 or 128)", o.D);
+            usage_error("option --dim: %ld is not supported in fp8 (kernels 15-17, 24: 64 or 128)", o.D);
         if (!bench) opts_gpu_grid(&o, 16);
         return fp8_main(&o, bench, errors, sanitize, 1);
     }

@@ -185,8 +185,14 @@ __device__ __forceinline__ void wgmma_ss(float *d, uint64_t desc_a, uint64_t des
 template <int N>
 __device__ __forceinline__ void wgmma_fp8(float *d, const uint32_t *a, uint64_t desc_b, int scale_d)
 {
-    static_assert(N == 64 || N == 128, "wgmma_fp8: N = 64 or 128");
-    if constexpr (N == 64)
+    static_assert(N == 8 || N == 64 || N == 128, "wgmma_fp8: N = 8, 64 or 128");
+    if constexpr (N == 8)                         // kernel 24's row sums: 4 accumulators, d0-d3 as one n8 block above
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, "
+                     "{%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+    else if constexpr (N == 64)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " WGMMA_D64 ", "
                      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"

@@ -36,7 +36,7 @@ if bench_src:
             pts = sorted((csvio.num(r, "N", bench_src), csvio.num(r, "tflops", bench_src)) for r in b
                          if int(csvio.num(r, "D", bench_src)) == D and r["dtype"] == dt and int(csvio.num(r, "kernel", bench_src)) == k)
             if pts:
-                color = {15: "tab:blue", 16: "tab:green", 14: "tab:gray"}.get(k, "black")
+                color = {15: "tab:blue", 16: "tab:green", 17: "tab:purple", 24: "tab:red", 14: "tab:gray"}.get(k, "black")
                 ax.plot(*zip(*pts), "o" + style, color=color, label=f"{name}, D = {D}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("sequence length N (batch = 16384/N, heads = 2048/D)")
