@@ -7,8 +7,8 @@
  * What kernel 17 left (its header and the record): at D = 128 the tensor cores need about 512 cycles a tile for
  * one warpgroup's S = Q K^T and P V, and while they run the other warpgroup's softmax must fit beside them. That
  * softmax is about 580 instructions a thread a tile once kernel 17 moved 1 exponential in 8 to the FMA pipes,
- * one warp of each warpgroup on each scheduler: the issue slots, not the tensor cores, set the tile's time. Of
- * those instructions 64 are the row sums, l += p, one FADD a score.
+ * one warp of each warpgroup on each scheduler: kernel 17's sweep found the issue slots, not the tensor cores, the
+ * next wall. Of those instructions 64 are the row sums, l += p, one FADD a score.
  *
  * The one idea: l = sum over keys of p_ij is P times a column of ones, and P V is already on the tensor cores
  * with P in registers. A second product beside each k-step of P V, wgmma m64n8k32 with B a block of 1.0 (1 KB
@@ -24,11 +24,11 @@
  *     D = 128, causal     -2.5   -0.4   +0.9   +2.9   +3.9   +4.8
  *     D = 64              +3.0   +6.9   +9.4  +10.8  +11.9  +12.6
  * At D = 128, 825.1 / 828.3 / 848.2 TFLOP/s at N = 4096 / 8192 / 16384 (kernel 17: 792.8 / 790.7 / 808.0), the aim of
- * 900 still 6-8% away. At D = 64 kernel 15's three consumer warpgroups stay ahead (5-12%). Short sequences gain
- * nothing: there a tile's fixed costs, not its softmax, set the time.
+ * 900 still 6-9% away. At D = 64 kernel 15's three consumer warpgroups stay ahead (8-13% from N = 4096). At D = 128
+ * short sequences gain nothing: there a tile's fixed costs, not its softmax, set the time.
  * Nsight Compute (D = 128, N = 8192, B = 2, H = 16, clocks locked, kernel 17 the same way): 572 M instructions
- * against 620 M (-7.7%), 1.63 ms against 1.70; the issue slots 49% busy (51%), the tensor pipe the busiest at
- * 47.7% (44.0%), 0.72 of 2.2 warps a scheduler eligible, none in 49% of the cycles: neither the issue slots nor the
+ * against 620 M (-7.7%), 1.63 ms against 1.70; the issue slots 49% busy (51%), the busiest pipe the tensor cores'
+ * at 47.7% (ncu's "Shared" pipe, its tensor part; kernel 17's "Tensor" 44.0%), 0.72 of 2.2 warps a scheduler eligible, none in 49% of the cycles: neither the issue slots nor the
  * tensor cores are full; each of a scheduler's two consumer warps waits on its own chain of dependencies.
  * Kernel 17's split re-swept on top (POLY of 16, against kernel 17 in the same runs, N = 4096 / 8192 / 16384):
  * 1: -2.1 / -1.8 / -1.1%; 3: +0.5 / +1.3 / +0.9%; 4: +1.5 / +0.1 / +0.3%; 2, above: +4.1 / +4.8 / +5.0%. It stays 2.
