@@ -186,7 +186,7 @@ template <int N>
 __device__ __forceinline__ void wgmma_fp8(float *d, const uint32_t *a, uint64_t desc_b, int scale_d)
 {
     static_assert(N == 8 || N == 64 || N == 128, "wgmma_fp8: N = 8, 64 or 128");
-    if constexpr (N == 8)                         // kernel 24's row sums: 4 accumulators, d0-d3 as one n8 block above
+    if constexpr (N == 8)    // kernel 24's row sums: d0, d1 row g, d2, d3 row g + 8 (columns 2t, 2t + 1), as above
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, "
                      "{%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
