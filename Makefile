@@ -69,7 +69,7 @@ ifneq ($(HAVE_NVCC),)
   NVFLAGS  ?= -O3
   NVFLAGS  += -std=c++17 -lineinfo $(GENCODE) -Icommon --Werror all-warnings -Xcompiler -Wall,-Wextra$(if $(WERROR),$(comma)-Werror)
   CFLAGS   += -DHAVE_CUDA=1
-  GPU_OBJ  := $(BUILD)/common/gpu.o
+  GPU_OBJ  := $(BUILD)/common/gpu.cu.o
   LINK     := $(NVCC) $(GENCODE)
   LDLIBS   += -lcublas -lcublasLt
   CUDA_MSG := nvcc $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), CUDA_ARCH=$(CUDA_ARCH) ($(ARCH_WHY))
@@ -102,12 +102,14 @@ info:
 	@$(if $(HAVE_NVCC),echo "GPU families this build runs on: $(ARCH_FAMILIES)",true)
 
 # A step that measures another step's code links that code itself, not a copy:
-# step02 probes step 01's naive attention and step 04's tiled forward.
+# step02 probes step 01's naive attention and step 04's tiled forward, and step 05's forward kernels.
+F05 := 05_cuda_fused
 EXTRA_C_step02  := 01_naive/naive.c 04_online_softmax/flash.c
-EXTRA_CU_step02 := 01_naive/naive_gpu.cu 05_cuda_fused/registry.cu $(wildcard 05_cuda_fused/kernel*.cu)
+EXTRA_CU_step02 := 01_naive/naive_gpu.cu $(F05)/registry.cu $(wildcard $(F05)/forward/*.cu)
 EXTRA_C_step04  := 01_naive/naive.c
 EXTRA_CU_step05 := 01_naive/naive_gpu.cu
-EXTRA_CU_step06 := 05_cuda_fused/registry.cu $(wildcard 05_cuda_fused/kernel*.cu 05_cuda_fused/bwd*.cu) 05_cuda_fused/decode1_transcription.cu 01_naive/naive_gpu.cu
+EXTRA_CU_step06 := $(F05)/registry.cu $(wildcard $(F05)/forward/*.cu $(F05)/backward/*.cu) \
+                   $(F05)/decode/decode01_transcription.cu 01_naive/naive_gpu.cu
 EXTRA_C_step06  := 04_online_softmax/flash.c
 # step07 runs step 06's causal forward (its mask, and the tile-relative bug it diagnoses) and checks the
 # breaks as step 06's training runs them (naive_backward.c); step 06 takes nothing of step 07's.
@@ -119,11 +121,13 @@ EXTRA_C_step07  := 06_causal/causal.c 06_causal/naive_backward.c 01_naive/naive.
 # against another step is in these files.
 $(patsubst %.c,$(BUILD)/%.o,06_causal/gpt.c 06_causal/naive_backward.c 06_causal/flash_backward.c): CFLAGS += -O3
 
-# One rule set per step folder: NN_name/*.c and NN_name/*.cu -> ./stepNN
+# One rule set per step folder: NN_name/*.c and NN_name/*.cu, and those of its sub-folders (05_cuda_fused/forward/,
+# ...), -> ./stepNN
+step_src = $(wildcard $(1)/*.$(2) $(1)/*/*.$(2))
 define STEP_RULES
 $(call step_of,$(1)): $(call step_of,$(1))-bin
-$(call step_of,$(1))-bin: $(patsubst %.c,$(BUILD)/%.o,$(wildcard $(1)/*.c) $(EXTRA_C_$(call step_of,$(1)))) \
-        $(if $(HAVE_NVCC),$(patsubst %.cu,$(BUILD)/%.cu.o,$(wildcard $(1)/*.cu) $(EXTRA_CU_$(call step_of,$(1))))) $(COMMON_OBJ)
+$(call step_of,$(1))-bin: $(patsubst %.c,$(BUILD)/%.o,$(call step_src,$(1),c) $(EXTRA_C_$(call step_of,$(1)))) \
+        $(if $(HAVE_NVCC),$(patsubst %.cu,$(BUILD)/%.cu.o,$(call step_src,$(1),cu) $(EXTRA_CU_$(call step_of,$(1))))) $(COMMON_OBJ)
 	$$(LINK) $$(LDFLAGS) -o $(call step_of,$(1)) $$^ $$(LDLIBS)
 endef
 $(foreach d,$(STEP_DIRS),$(eval $(call STEP_RULES,$(d))))
@@ -134,25 +138,27 @@ $(STAMP):
 	@rm -f $(BUILD)/.flags-*
 	@touch $@
 
-$(BUILD)/%.o: %.c $(wildcard common/*.h [0-9][0-9]_*/*.h) $(STAMP)
+# Each object depends on the headers it includes, as the compiler lists them (-MMD: the .d file beside the
+# object; -MP: a header that is deleted or moved is no error). Touching a header rebuilds the files that include
+# it and nothing else; a README or a data file rebuilds nothing. Includes are written relative to the including
+# file (#include "../primitives/wgmma.cuh"), so a reader finds every file from the line that names it.
+$(BUILD)/%.o: %.c $(STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(dir $<) -c -o $@ $<
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
-$(BUILD)/%.cu.o: %.cu $(wildcard common/*.h common/*.cuh [0-9][0-9]_*/*.h [0-9][0-9]_*/*.cuh) $(STAMP)
+$(BUILD)/%.cu.o: %.cu $(STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -I$(dir $<) -c -o $@ $<
+	$(NVCC) $(NVFLAGS) -MMD -MP -MF $(@:.o=.d) -c -o $@ $<
 
-$(BUILD)/common/gpu.o: common/gpu.cu common/gpu.h common/gpu.cuh common/common.h $(STAMP)
-	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c -o $@ $<
+-include $(wildcard $(addsuffix *.d,$(BUILD)/*/ $(BUILD)/*/*/ $(BUILD)/*/*/*/))
 
-# --- reading what the compiler made: make 05_cuda_fused/kernel01_transcription.ptx / .sass
+# --- reading what the compiler made: make 05_cuda_fused/forward/kernel01_transcription.ptx / .sass
 # (for the first architecture of CUDA_ARCH, sm_90 as sm_90a like the build)
 ARCH1 := $(patsubst sm_90,sm_90a,$(patsubst compute_%,sm_%,$(firstword $(CUDA_ARCH))))
 %.ptx: %.cu
-	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -arch=compute_$(subst sm_,,$(ARCH1)) -Icommon -I$(dir $<) -ptx -o $@ $<
+	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -arch=compute_$(subst sm_,,$(ARCH1)) -Icommon -ptx -o $@ $<
 %.sass: %.cu
-	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -gencode arch=compute_$(subst sm_,,$(ARCH1)),code=$(ARCH1) -Icommon -I$(dir $<) -cubin -o $*.cubin $<
+	$(NVCC) $(filter-out -gencode arch=%,$(NVFLAGS)) -gencode arch=compute_$(subst sm_,,$(ARCH1)),code=$(ARCH1) -Icommon -cubin -o $*.cubin $<
 	@command -v $(CUOBJDUMP) >/dev/null || { echo "no $(CUOBJDUMP) here: the cubin is $*.cubin (nvdisasm or cuobjdump on a full CUDA install reads it)"; exit 1; }
 	$(CUOBJDUMP) -sass $*.cubin > $@ && rm -f $*.cubin && echo "wrote $@"
 
@@ -178,7 +184,7 @@ plots: all
 # "Extends:" line), compared without comments and whitespace, added lines shown with their comments.
 # make idea K=12, make idea K=B5 (backward); ALL=1: the launchers and the "// aside" lines too.
 idea:
-	@sh 05_cuda_fused/idea.sh $(if $(ALL),--all) '$(K)'
+	@sh 05_cuda_fused/host/idea.sh $(if $(ALL),--all) '$(K)'
 
 clean:
 	rm -rf build results $(STEPS) step0? *.cubin */*.ptx */*.sass

@@ -31,11 +31,11 @@
 #include "common.h"
 #include "gpu.h"
 #include "kernels.h"
-#include "backward.h"
-#include "driver.h"
-#include "alibi.h"
-#include "decode.h"
-#include "fp8.h"
+#include "host/backward.h"
+#include "host/driver.h"
+#include "host/alibi.h"
+#include "host/decode.h"
+#include "fp8/fp8.h"
 #include "../01_naive/naive.h"
 
 #include <errno.h>

@@ -25,7 +25,7 @@ sh common/bad_input.sh >"$log" 2>&1
 cat "$log"
 pass=$((pass + $(grep -c '^PASS ' "$log"))); fail=$((fail + $(grep -c '^FAIL ' "$log")))
 echo "== the kernel ladder (make idea: every kernel's header names the kernel it extends and its idea)"
-sh 05_cuda_fused/idea.sh --check >"$log" 2>&1
+sh 05_cuda_fused/host/idea.sh --check >"$log" 2>&1
 cat "$log"
 pass=$((pass + $(grep -c '^PASS ' "$log"))); fail=$((fail + $(grep -c '^FAIL ' "$log")))
 echo "check: $pass passed, $fail failed, $skip skipped"

@@ -1,0 +1,220 @@
+/*
+ * Extends: kernel05_wide.cu; idea: at most 128 registers at D = 64, so that two blocks share an SM
+ *
+ * Kernel 6: kernel 5 with its register budget set for occupancy.
+ *
+ * What changes over kernel 5 (one idea: occupancy through the register cap).
+ * Kernel 5 at D = 64 compiles to 129 registers per thread (ptxas -v). A block
+ * is 256 threads, the SM has 65536 registers, so 129 (allocated as 136) lets
+ * only ONE block, 8 warps, live on an SM: while those warps wait on ldmatrix,
+ * ex2 or a __syncthreads nobody else can issue. __launch_bounds__(256, 2)
+ * tells ptxas to fit 2 blocks per SM, i.e. at most 128 registers: 16 warps
+ * per SM at the price of 8 bytes of spill outside the inner loop (ptxas -v:
+ * "8 bytes spill stores, 4 bytes spill loads"; shared memory 2 x 55 KB fits).
+ * At D = 128 the O accumulators alone are 64 registers and 2 blocks would
+ * need <= 128: we ask for 1 block (minBlocks = 1), which here changed ptxas's
+ * allocation from 175 to 204 registers and was measured faster as well; that
+ * part of the gain is codegen, not occupancy, and is not isolated further.
+ * The kernel body is kernel 5's, line for line: diff the two files.
+ *
+ * Measured on the H100 (NVIDIA H100 80GB HBM3, fp16, FlashAttention's shapes
+ * B = 16384/N, H = 2048/D; ./step05 --bench --dtype fp16, same run as kernel 5):
+ *   D = 64,  N = 4096: 254.3 TFLOP/s (kernel 5: 201.4), 84% of FlashAttention-2's 302
+ *   D = 128, N = 4096: 260.8 TFLOP/s (kernel 5: 217.3), 78% of its 335
+ *   N = 1024 / 16384: 231.4 / 256.6 at D = 64, 230.4 / 269.3 at D = 128.
+ * Still short of the 90% target; RESULTS.md has what came next.
+ */
+#include <cmath>
+
+#include "gpu.cuh"
+#include "../kernels.h"
+#include "launch_tc.cuh"
+#include "../primitives/tile_order.cuh"
+#include "../primitives/tc.cuh"
+
+// --- the kernel ------------------------------------------------------------------
+
+constexpr int K6_BR = 128, K6_BC = 64, K6_WARPS = 8;
+
+template <int D, int BCX = 0> struct K6Smem {   /* BCX: a narrower K/V tile (launch_tc.cuh), 0: K6_BC */
+    static constexpr int BC = BCX ? BCX : K6_BC;
+    static constexpr int LD = D + 8;  /* 16-byte pad per row: conflict-free ldmatrix */
+    static constexpr size_t bytes = (size_t)(K6_BR + 4 * BC) * LD * 2; /* Q, and K, V twice */
+};
+
+template <int D, typename T, int BCK = K6_BC>
+__global__ void __launch_bounds__(K6_WARPS * 32, D == 64 ? 2 : 1) /* D=64: <= 128 registers, 2 blocks per SM */
+kernel6_occupancy(const T *__restrict__ Q,  // [B, H, N, D]
+            const T *__restrict__ K,  // [B, H, N, D]
+            const T *__restrict__ V,  // [B, H, N, D]
+            T *__restrict__ O,        // [B, H, N, D]
+            long N, long row_tiles, int causal, float scale_log2)
+{
+    constexpr int LD = K6Smem<D>::LD, K6_BC = BCK; /* the K/V tile: the kernel's own, or narrowed to fit */
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *q_s = reinterpret_cast<T *>(smem_raw);     // [BR][LD]
+    T *k_buf = q_s + K6_BR * LD;                  // [2][BC][LD]: K_j in buffer j % 2
+    T *v_buf = k_buf + 2 * K6_BC * LD;            // [2][BC][LD]
+
+    long bh, tile;                                // which (batch, head), which row tile
+    block_tile(row_tiles, causal, &bh, &tile);    // causal: longest first (tile_order.cuh)
+    const long i0 = tile * K6_BR;
+    const T *Qh = Q + bh * N * D, *Kh = K + bh * N * D, *Vh = V + bh * N * D;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const long row_g = i0 + warp * 16 + g, row_g8 = row_g + 8;   // this lane's two query rows
+
+    const long last_row = (i0 + K6_BR < N ? i0 + K6_BR : N) - 1;
+    const long jend = causal ? last_row + 1 : N;  // causal: skip K/V tiles above the diagonal
+    load_tile_async<D, K6_BR, LD, K6_WARPS * 32>(q_s, Qh, i0, N);
+    load_tile_async<D, K6_BC, LD, K6_WARPS * 32>(k_buf, Kh, 0, N);   // tile 0 into buffer 0
+    load_tile_async<D, K6_BC, LD, K6_WARPS * 32>(v_buf, Vh, 0, N);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    uint32_t qf[D / 16][4];                       // Q_i fragments, this warp's 16 rows, in registers
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++)
+        ldmatrix_x4(qf[ks], q_s + (warp * 16 + (lane % 8) + 8 * ((lane / 8) % 2)) * LD + ks * 16 + 8 * (lane / 16));
+
+    float o[D / 8][4];                            // O accumulators: 16 rows x D per warp
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY;         // running max (in log2 units) of rows g, g+8
+    float l0 = 0.0f, l1 = 0.0f;                   // running sums, this lane's columns only
+
+    for (long j0 = 0, buf = 0; j0 < jend; j0 += K6_BC, buf ^= 1) {
+        const T *k_s = k_buf + buf * K6_BC * LD, *v_s = v_buf + buf * K6_BC * LD;
+        if (j0 + K6_BC < jend) {                  // start tile j+1 into the other buffer, do not wait
+            load_tile_async<D, K6_BC, LD, K6_WARPS * 32>(k_buf + (buf ^ 1) * K6_BC * LD, Kh, j0 + K6_BC, N);
+            load_tile_async<D, K6_BC, LD, K6_WARPS * 32>(v_buf + (buf ^ 1) * K6_BC * LD, Vh, j0 + K6_BC, N);
+        }
+        cp_async_commit();                        // (an empty group on the last tile: harmless)
+
+        float s[K6_BC / 8][4];                    // s_tile, 16 x 64 per warp, fp32
+#pragma unroll
+        for (int n = 0; n < K6_BC / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++)
+#pragma unroll
+            for (int n2 = 0; n2 < K6_BC / 16; n2++) {         // two n-tiles of 8 keys per ldmatrix.x4
+                uint32_t kf[4];
+                ldmatrix_x4(kf, k_s + (n2 * 16 + (lane % 8) + 8 * (lane / 16)) * LD + ks * 16 + 8 * ((lane / 8) % 2));
+                mma16816<T>(s[2 * n2], qf[ks], kf);           // s_tile = Q_i K_j^T
+                mma16816<T>(s[2 * n2 + 1], qf[ks], kf + 2);
+            }
+
+        /* Softmax on the accumulators, in log2 units. Only a tile that holds
+         * keys past N, or (causal) keys after this warp's first row, can have
+         * a masked entry; the others skip the mask entirely (a warp-uniform branch). */
+        float mt0 = -INFINITY, mt1 = -INFINITY;
+        const long warp_row0 = i0 + warp * 16;
+        const bool need_mask = j0 + K6_BC > N || (causal && j0 + K6_BC - 1 > warp_row0);
+        if (need_mask) {
+            const int lim = (int)(N - j0);                       // keys c >= lim are past N
+            const int d0 = (int)(row_g - j0), d1 = (int)(row_g8 - j0); // causal: keys c > d are in the future
+#pragma unroll
+            for (int n = 0; n < K6_BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int c = n * 8 + 2 * t + e;
+                    s[n][e] = (c >= lim || (causal && c > d0)) ? -INFINITY : s[n][e] * scale_log2;
+                    s[n][2 + e] = (c >= lim || (causal && c > d1)) ? -INFINITY : s[n][2 + e] * scale_log2;
+                    mt0 = fmaxf(mt0, s[n][e]);
+                    mt1 = fmaxf(mt1, s[n][2 + e]);
+                }
+        } else {
+#pragma unroll
+            for (int n = 0; n < K6_BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    s[n][e] *= scale_log2;
+                    s[n][2 + e] *= scale_log2;
+                    mt0 = fmaxf(mt0, s[n][e]);
+                    mt1 = fmaxf(mt1, s[n][2 + e]);
+                }
+        }
+#pragma unroll
+        for (int off = 1; off <= 2; off *= 2) {               // the row's max across its quad
+            mt0 = fmaxf(mt0, __shfl_xor_sync(0xffffffffu, mt0, off));
+            mt1 = fmaxf(mt1, __shfl_xor_sync(0xffffffffu, mt1, off));
+        }
+        const float mn0 = fmaxf(m0, mt0), mn1 = fmaxf(m1, mt1);               // m_new = max(m, m_tile)
+        /* A row with nothing visible yet keeps m = -inf: use 0 as its base so
+         * that 2^(-inf - 0) = 0 instead of 2^(-inf + inf) = NaN. */
+        const float b0 = mn0 == -INFINITY ? 0.0f : mn0, b1 = mn1 == -INFINITY ? 0.0f : mn1;
+        const float alpha0 = ex2(m0 - b0), alpha1 = ex2(m1 - b1);            // alpha = e^(m - m_new)
+        m0 = mn0;
+        m1 = mn1;
+        float ls0 = 0.0f, ls1 = 0.0f;
+        uint32_t pf[K6_BC / 16][4];                                           // p_tile as A fragments
+#pragma unroll
+        for (int n = 0; n < K6_BC / 8; n++) {
+            const float p0 = ex2(s[n][0] - b0), p1 = ex2(s[n][1] - b0);      // p = e^(s - m_new) = beta e^(s - m_tile)
+            const float p2 = ex2(s[n][2] - b1), p3 = ex2(s[n][3] - b1);
+            ls0 += p0 + p1;
+            ls1 += p2 + p3;
+            pf[n / 2][(n % 2) * 2 + 0] = pack2<T>(p0, p1);                   // row g:   a0 (n even) / a2 (n odd)
+            pf[n / 2][(n % 2) * 2 + 1] = pack2<T>(p2, p3);                   // row g+8: a1 / a3
+        }
+        l0 = alpha0 * l0 + ls0;                                              // l = alpha l + rowsum(p)
+        l1 = alpha1 * l1 + ls1;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {                                    // o = alpha o ...
+            o[n][0] *= alpha0; o[n][1] *= alpha0;
+            o[n][2] *= alpha1; o[n][3] *= alpha1;
+        }
+#pragma unroll
+        for (int ks = 0; ks < K6_BC / 16; ks++)                              // ... + p_tile V_j
+#pragma unroll
+            for (int n2 = 0; n2 < D / 16; n2++) {
+                uint32_t vf[4];
+                ldmatrix_x4_trans(vf, v_s + (ks * 16 + (lane % 8) + 8 * ((lane / 8) % 2)) * LD + n2 * 16 + 8 * (lane / 16));
+                mma16816<T>(o[2 * n2], pf[ks], vf);
+                mma16816<T>(o[2 * n2 + 1], pf[ks], vf + 2);
+            }
+        cp_async_wait<0>();                       // tile j+1 has landed ...
+        __syncthreads();                          // ... for every thread, and nobody reads buffer j any more
+    }
+
+#pragma unroll
+    for (int off = 1; off <= 2; off *= 2) {                                  // the rows' l across the quad
+        l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+    }
+    const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+    T *Oh = O + bh * N * D;
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) {                                        // O_i = o / l
+        const int col = n * 8 + 2 * t;
+        if (row_g < N) *reinterpret_cast<uint32_t *>(Oh + row_g * D + col) = pack2<T>(o[n][0] * inv0, o[n][1] * inv0);
+        if (row_g8 < N) *reinterpret_cast<uint32_t *>(Oh + row_g8 * D + col) = pack2<T>(o[n][2] * inv1, o[n][3] * inv1);
+    }
+}
+
+// --- the launcher -------------------------------------------------------------------
+
+template <int D, typename T, int BC = 0> struct K6Launch {
+    static constexpr size_t bytes = K6Smem<D, BC>::bytes;
+    static constexpr int br = K6_BR, threads = K6_WARPS * 32, bc = K6Smem<D, BC>::BC;
+    static constexpr TcKernel<T> fn = kernel6_occupancy<D, T, bc>;
+};
+
+static int k6_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
+                     int causal, void *stream)
+{
+    return tc_launch<K6Launch>(6, q, k, v, o, B, H, N, D, dtype, causal, stream);
+}
+
+static void k6_describe(long D, int dtype, char *buf, size_t n)
+{
+    (void)dtype;
+    int bc;
+    size_t bytes;
+    const char *fit = tc_fit_desc<K6Launch>(D, &bc, &bytes);
+    snprintf(buf, n, "kernel 5, <= 128 registers at D=64 (2 blocks/SM), BR=%d BC=%d, %zu bytes of shared memory%s",
+             K6_BR, bc, bytes, fit);
+}
+
+static const FusedKernel kernel6 = {6, "occupancy", "kernel 5 capped at 128 registers at D = 64: two blocks (16 warps) per SM instead of one",
+                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k6_launch, k6_describe, NULL, NULL, NULL};
+FUSED_REGISTER(kernel6);

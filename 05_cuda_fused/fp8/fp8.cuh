@@ -1,0 +1,77 @@
+/*
+ * fp8.cuh: what the FP8 kernels 15 and 16 share and is not their algorithm (as launch_tc.cuh is for
+ * kernels 3-10): P's four e4m3 per register, and the launch (the tensor maps of K and V^T, kept while the
+ * tensors are the same; the shared-memory opt-in; the grid of B*H*row tiles).
+ */
+#ifndef FP8_CUH
+#define FP8_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cmath>
+
+#include "fp8.h"
+#include "gpu.cuh"
+#include "../primitives/tma_map.cuh"
+
+/* Four e4m3 from four floats, the first in the low byte (two cvt.rn.satfinite.e4m3x2.f32). */
+__device__ __forceinline__ uint32_t pack4_e4m3(float a, float b, float c, float d)
+{
+    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+    return lo | hi << 16;
+}
+
+/* Two outputs as one 32-bit word: an fp16 pair, or a bf16 pair when bf16 (Fp8Args.out_dtype). */
+__device__ __forceinline__ uint32_t pack_o2(float a, float b, int bf16)
+{
+    if (bf16) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+        return *reinterpret_cast<const uint32_t *>(&v);
+    }
+    const __half2 v = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const uint32_t *>(&v);
+}
+
+/* Every FP8 kernel's signature. */
+using Fp8KernelFn = void (*)(const uint8_t *__restrict__, __half *__restrict__, const float *__restrict__,
+                             const float *__restrict__, const float *__restrict__, long, long, long, long, int, int, float,
+                             const CUtensorMap, const CUtensorMap);
+
+/* Launch kernel fn of traits C (BR, BC, THREADS, bytes) at head dim D, kernel number id. K is [BH][N][D]
+ * bytes, 128 bytes a row at D = 128 (the 128-byte swizzle) and 64 at D = 64 (the 64-byte one); V^T is
+ * [BH][D][Npad], boxes of BC keys by D rows, 128-byte swizzled. */
+template <class C, int D>
+static int fp8_launch_d(Fp8KernelFn fn, int id, const Fp8Args *a, cudaStream_t s)
+{
+    static CUtensorMap mk, mv;                    // the last pair made, kept: the bench launches the same tensors
+    static const void *ck = nullptr, *cv = nullptr;
+    static long cBH = -1, cN = -1;
+    char who[16];
+    snprintf(who, sizeof who, "kernel %d", id);
+    const long BH = a->B * a->H;
+    if (a->k != ck || a->vt != cv || BH != cBH || a->N != cN) {
+        if (tma_map_bytes(&mk, a->k, BH, a->N, D, D, C::BC, D == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, who) ||
+            tma_map_bytes(&mv, a->vt, BH, D, a->Npad, C::BC, D, CU_TENSOR_MAP_SWIZZLE_128B, who)) {
+            ck = cv = nullptr;
+            return -1;
+        }
+        ck = a->k, cv = a->vt, cBH = BH, cN = a->N;
+    }
+    static int opted = 0;
+    if (!opted) {
+        if (smem_opt_in(fn, C::bytes, "kernel", id, D)) return -1;
+        opted = 1;
+    }
+    const long row_tiles = (a->N + C::BR - 1) / C::BR;
+    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D);   /* log2(e) / sqrt(D) */
+    fn<<<(unsigned)(BH * row_tiles), C::THREADS, C::bytes, s>>>(a->q, (__half *)a->o, a->sq, a->sk, a->sv, a->N, a->nqb,
+                                                                a->nkb, row_tiles, a->causal, a->out_dtype == DT_BF16,
+                                                                scale_log2, mk, mv);
+    CUDA_CHECK_LAST();
+    return 0;
+}
+
+#endif
