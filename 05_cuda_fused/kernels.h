@@ -1,11 +1,16 @@
 /*
- * kernels.h: the registry of step 05's fused kernels.
+ * kernels.h: the registry of step 05's kernels, four families of them.
  *
- * Each kernelN_*.cu file defines one FusedKernel and registers it with
- * FUSED_REGISTER(k) at file scope, so adding a kernel is adding a file: no
- * list to edit. Step 05 (and step 06, which runs the same kernels causally)
- * walks the registry in id order. The backward kernels (bwdN_*.cu) have a
- * registry of their own, below, filled the same way.
+ *   forward/kernelNN_*.cu   the forward, fp32 and fp16/bf16 (FusedKernel, FUSED_REGISTER)
+ *   fp8/kernelNN_*.cu       the forward in FP8 (Fp8Kernel, FP8_REGISTER); numbered with the forward's ladder
+ *   backward/bwdNN_*.cu     the backward (BackwardKernel, BWD_REGISTER)
+ *   decode/decodeNN_*.cu    decode against a KV cache (DecodeKernel, DECODE_REGISTER)
+ *
+ * Each kernel file defines one entry and registers it at file scope, so adding a kernel is adding a file: no
+ * list to edit. Every entry names the kernel it extends (.extends: the rung below it on the ladder, whose code
+ * it changes by one idea; `make idea K=N` shows that change, and `make check` checks the rung exists), its
+ * name and its idea in one line. Step 05 (and step 06, which runs the same kernels causally) walks a family's
+ * registry in id order.
  */
 #ifndef KERNELS_H
 #define KERNELS_H
@@ -14,8 +19,12 @@
 
 #include "common.h"
 
+/* The most kernels one family holds (the registry's capacity; the tables and lists that hold a family are this long). */
+enum { MAX_KERNELS = 32 };
+
 typedef struct FusedKernel {
-    int id;                 /* the N of --kernel N and of kernelN_*.cu */
+    int id;                 /* the N of --kernel N and of kernelNN_*.cu */
+    int extends;            /* the kernel one idea below this one (forward or FP8 ladder), 0 for kernel 1 */
     const char *name;       /* "transcription", "smem tiles", ... */
     const char *idea;       /* one line: the one idea this kernel adds */
     unsigned dtypes;        /* 1u << DT_FP32 | 1u << DT_FP16 | 1u << DT_BF16 it accepts */
@@ -49,6 +58,9 @@ typedef struct FusedKernel {
      * head x's score (i, j), absolute indices, before the row max (slope: device [B*H] floats; question 5). */
     int (*launch_alibi)(const void *q, const void *k, const void *v, void *o, const float *slope, long B, long H,
                         long N, long D, int dtype, int causal, void *s);
+    /* 1: one block per SM taking row tiles from a counter in device memory (kernels 18 on): --check runs it
+     * captured in a CUDA graph and on two streams too. */
+    int persistent;
 } FusedKernel;
 
 /* The line why kernel k cannot run on this device, or NULL if it can. */
@@ -80,7 +92,8 @@ int fused_fits(const FusedKernel *k, int dtype, long D);
  * dQ, dK, dV of O = softmax(Q K^T / sqrt(D)) V (causal: the same mask as the
  * forward), recomputing each tile of P from L instead of reading it. */
 typedef struct BackwardKernel {
-    int id;                 /* the N of --backward --kernel N and of bwdN_*.cu */
+    int id;                 /* the N of --backward --kernel N and of bwdNN_*.cu */
+    int extends;            /* the backward kernel one idea below this one, 0 for backward kernel 1 */
     const char *name, *idea;
     unsigned dtypes;        /* 1u << DT_* it accepts */
     int (*supports_dim)(long D);
@@ -104,6 +117,7 @@ typedef struct BackwardKernel {
      * (the same arithmetic, in another order of issue or another way of
      * adding dQ: --check compares them), or 0. */
     int dkdv_as;
+    int persistent;         /* as FusedKernel's */
 } BackwardKernel;
 
 #define BWD_UNAVAILABLE(k) ((k)->unavailable ? (k)->unavailable() : (const char *)0)
@@ -148,7 +162,8 @@ typedef struct {
 } DecodeArgs;
 
 typedef struct DecodeKernel {
-    int id;                 /* the N of --decode --kernel N and of decodeN_*.cu */
+    int id;                 /* the N of --decode --kernel N and of decodeNN_*.cu */
+    int extends;            /* the decode kernel one idea below this one, 0 for decode kernel 1 */
     const char *name, *idea;
     unsigned dtypes;        /* 1u << DT_* it accepts */
     int (*supports_dim)(long D);
@@ -172,6 +187,40 @@ int decode_register(const DecodeKernel *k);
 #define DECODE_REGISTER(k) [[maybe_unused]] static const int decode_registered_##k = decode_register(&(k))
 const DecodeKernel *const *decode_kernels(int *n_out);
 const DecodeKernel *decode_kernel(int id); /* NULL if no such id */
+#ifdef __cplusplus
+}
+#endif
+
+/* --- the FP8 kernels (fp8/kernelNN_*.cu), registered the same way -------------------------------------------------
+ *
+ * Q, K, V stored in e4m3 with a scale per block (fp8/fp8.h: the layouts and the quantizers); O in fp16 or bf16. */
+typedef struct {
+    long B, H, N, D, Npad, nqb, nkb;
+    int causal, out_dtype;      /* out_dtype: DT_FP16 or DT_BF16, O's storage */
+    const unsigned char *q, *k, *vt; /* device, fp8_quantize's layouts (e4m3 codes) */
+    const float *sq, *sk, *sv;  /* device */
+    void *o;                    /* device [B, H, N, D] in out_dtype */
+} Fp8Args;
+
+typedef struct Fp8Kernel {
+    int id;                 /* the N of --dtype fp8 --kernel N and of fp8/kernelNN_*.cu: the forward's numbering */
+    int extends;            /* the kernel one idea below this one (kernel 15 extends the forward's kernel 12) */
+    const char *name, *idea;
+    /* Launches on stream s, 0 or -1 after one line (D not 64 or 128, say). */
+    int (*launch)(const Fp8Args *a, void *s);
+    void (*describe)(long D, char *buf, size_t n); /* its tiles and warpgroups at D */
+    const char *(*unavailable)(void);
+} Fp8Kernel;
+
+#define FP8_UNAVAILABLE(k) ((k)->unavailable ? (k)->unavailable() : (const char *)0)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+int fp8_register(const Fp8Kernel *k);
+#define FP8_REGISTER(k) [[maybe_unused]] static const int fp8_registered_##k = fp8_register(&(k))
+const Fp8Kernel *const *fp8_kernels(int *n_out);
+const Fp8Kernel *fp8_kernel(int id); /* NULL if no such id */
 #ifdef __cplusplus
 }
 #endif

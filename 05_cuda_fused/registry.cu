@@ -1,15 +1,13 @@
 /*
- * registry.cu: the lists of step 05's kernels, filled by FUSED_REGISTER in
- * each kernelN_*.cu (the forward), BWD_REGISTER in each bwdN_*.cu (the
- * backward) and DECODE_REGISTER in each decodeN_*.cu before main runs.
+ * registry.cu: the lists of step 05's kernels, filled before main runs by FUSED_REGISTER in each
+ * forward/kernelNN_*.cu, FP8_REGISTER in each fp8/kernelNN_*.cu, BWD_REGISTER in each backward/bwdNN_*.cu and
+ * DECODE_REGISTER in each decode/decodeNN_*.cu.
  */
 #include "gpu.cuh"
 #include "kernels.h"
 
 #include <cstdio>
 #include <cstdlib>
-
-enum { MAX_KERNELS = 32 };
 
 /* One list of one kind of kernel, kept in id order: the three lists below are this, for their three types. */
 template <typename K> struct Registry {
@@ -41,6 +39,7 @@ template <typename K> struct Registry {
 static Registry<FusedKernel> &fused() { static Registry<FusedKernel> r; return r; }
 static Registry<BackwardKernel> &bwd() { static Registry<BackwardKernel> r; return r; }
 static Registry<DecodeKernel> &dec() { static Registry<DecodeKernel> r; return r; }
+static Registry<Fp8Kernel> &fp8() { static Registry<Fp8Kernel> r; return r; }
 
 int fused_register(const FusedKernel *k) { return fused().add(k, "fused_register"); }
 const FusedKernel *const *fused_kernels(int *n_out) { *n_out = fused().n; return fused().k; }
@@ -53,6 +52,10 @@ const BackwardKernel *bwd_kernel(int id) { return bwd().find(id); }
 int decode_register(const DecodeKernel *k) { return dec().add(k, "decode_register"); }
 const DecodeKernel *const *decode_kernels(int *n_out) { *n_out = dec().n; return dec().k; }
 const DecodeKernel *decode_kernel(int id) { return dec().find(id); }
+
+int fp8_register(const Fp8Kernel *k) { return fp8().add(k, "fp8_register"); }
+const Fp8Kernel *const *fp8_kernels(int *n_out) { *n_out = fp8().n; return fp8().k; }
+const Fp8Kernel *fp8_kernel(int id) { return fp8().find(id); }
 
 /* --- which kernels launch here -------------------------------------------------------------
  *

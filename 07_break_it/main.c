@@ -450,9 +450,11 @@ static void usage(const Opts *o)
            "  --diagnose             run each known break through the diagnosis and check it names the cause\n"
            "  --assignment DIR       write input sets for a student's own tiled attention (and DIR/README.txt)\n"
            "  --grade DIR            grade the student's DIR/out_SET.npy: PASS, FAIL or MISSING per set, the break it\n"
-           "                         shows; exit 0 all right, 1 anything wrong or missing, 2 a malformed file\n"
+           "                         shows; a file that is not a float32 .npy of the set's shape fails its set (one line\n"
+           "                         on stderr too); exit 0 all right, 1 anything wrong, unreadable or missing, 2 no DIR\n"
            "  --json FILE            with --grade: also write FILE, the results file an autograder reads (Gradescope's\n"
-           "                         results.json: the score, one test per set with its status and the grader's line)\n"
+           "                         results.json: the score, one test per set with its status and the grader's line),\n"
+           "                         whole or not at all (a new file renamed over FILE)\n"
            "  --q/--k/--v FILE.npy --out FILE.npy [--causal] [--alibi]   run --break (default none) on these inputs, save O\n");
 }
 
@@ -512,13 +514,11 @@ int main(int argc, char **argv)
     if (assignment) return grade_assignment(assignment, o.seed, 1);
     if (json && !grade) usage_error("option --json goes with --grade DIR (the results file of that grade)");
     if (grade) {
-        if (json) { /* a results file that cannot be written is bad input: said before anything is graded */
-            FILE *jf = fopen(json, "w");
-            if (!jf) usage_error("option --json: cannot write %s: %s", json, strerror(errno));
-            fclose(jf);
-        }
+        /* a results file that cannot be written is bad input: said before anything is graded (by a file made and
+         * removed beside it: an existing results file is not touched until the new one is whole) */
+        if (json && grade_json_probe(json) != 0) usage_error("option --json: cannot write %s: %s", json, strerror(errno));
         GradeReport r;
-        const int rc = grade_dir(grade, 1, &r);
+        const int rc = grade_dir(grade, 1, &r); /* 2: no such directory, and r says so: the results file still answers */
         if (json && grade_json(json, &r) != 0) return EXIT_FAIL;
         if (json) printf("wrote %s: score %d of %d, one test per set (an autograder's results file)\n", json, r.passed, r.sets);
         return rc;

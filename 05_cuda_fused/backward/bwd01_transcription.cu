@@ -231,6 +231,10 @@ static void b1_describe(long D, int dtype, char *buf, size_t n)
              (((size_t)2 * B1_BC + 2 * B1_BR) * (D + 1) + (size_t)2 * B1_BR * (B1_BC + 1) + 2 * B1_BR) * sizeof(float));
 }
 
-static const BackwardKernel bwd1 = {1, "transcription", "06_causal/flash_backward.c on the GPU, fp32, loop for loop",
-                                    1u << DT_FP32, b1_supports, b1_workspace, b1_launch, b1_describe, NULL, 0, 0};
+static const BackwardKernel bwd1 = {
+    .id = 1, .extends = 0, .name = "transcription",
+    .idea = "06_causal/flash_backward.c on the GPU, fp32, loop for loop",
+    .dtypes = 1u << DT_FP32, .supports_dim = b1_supports, .workspace = b1_workspace, .launch = b1_launch,
+    .describe = b1_describe,
+};
 BWD_REGISTER(bwd1);

@@ -51,7 +51,10 @@ static void b2_describe(long D, int dtype, char *buf, size_t n)
     bwd_mma_describe<4>(D, buf, n, "mma.sync, key-major");
 }
 
-static const BackwardKernel bwd2 = {2, "mma.sync", "the five products on mma.sync, key-major: p and ds stay in registers",
-                                    (1u << DT_FP16) | (1u << DT_BF16), bwd_mma_supports, b2_workspace, b2_launch,
-                                    b2_describe, NULL, 0, 0};
+static const BackwardKernel bwd2 = {
+    .id = 2, .extends = 1, .name = "mma.sync",
+    .idea = "the five products on mma.sync, key-major: p and ds stay in registers",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_mma_supports, .workspace = b2_workspace,
+    .launch = b2_launch, .describe = b2_describe,
+};
 BWD_REGISTER(bwd2);

@@ -50,7 +50,10 @@ static void b3_describe(long D, int dtype, char *buf, size_t n)
     bwd_mma_describe<8>(D, buf, n, "kernel 2 with 128 keys per block");
 }
 
-static const BackwardKernel bwd3 = {3, "wide K/V tile", "kernel 2 with 128 keys per block: half the row-tile loads and dQ atomics",
-                                    (1u << DT_FP16) | (1u << DT_BF16), bwd_mma_supports, b3_workspace, b3_launch,
-                                    b3_describe, NULL, 0, 0};
+static const BackwardKernel bwd3 = {
+    .id = 3, .extends = 2, .name = "wide K/V tile",
+    .idea = "kernel 2 with 128 keys per block: half the row-tile loads and dQ atomics",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_mma_supports, .workspace = b3_workspace,
+    .launch = b3_launch, .describe = b3_describe,
+};
 BWD_REGISTER(bwd3);

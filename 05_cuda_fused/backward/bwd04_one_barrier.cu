@@ -47,7 +47,10 @@ static void b4_describe(long D, int dtype, char *buf, size_t n)
     bwd_mma_describe<8, true>(D, buf, n, "kernel 3 with ds^T double-buffered");
 }
 
-static const BackwardKernel bwd4 = {4, "one barrier", "kernel 3 with one barrier per row tile (ds^T double-buffered)",
-                                    (1u << DT_FP16) | (1u << DT_BF16), bwd_mma_supports, b4_workspace, b4_launch,
-                                    b4_describe, NULL, 0, 0};
+static const BackwardKernel bwd4 = {
+    .id = 4, .extends = 3, .name = "one barrier",
+    .idea = "kernel 3 with one barrier per row tile (ds^T double-buffered)",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_mma_supports, .workspace = b4_workspace,
+    .launch = b4_launch, .describe = b4_describe,
+};
 BWD_REGISTER(bwd4);

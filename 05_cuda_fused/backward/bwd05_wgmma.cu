@@ -53,7 +53,11 @@ static void b5_describe(long D, int dtype, char *buf, size_t n)
     bwd_wgmma_describe<false, false, false, false>(D, buf, n);
 }
 
-static const BackwardKernel bwd5 = {5, "wgmma + TMA", "the five products on wgmma from swizzled shared memory, a TMA producer warpgroup, setmaxnreg",
-                                    (1u << DT_FP16) | (1u << DT_BF16), bwd_wgmma_supports, bwd_wgmma_workspace, b5_launch,
-                                    b5_describe, wgmma_unavailable, 0, 0};
+static const BackwardKernel bwd5 = {
+    .id = 5, .extends = 4, .name = "wgmma + TMA",
+    .idea = "the five products on wgmma from swizzled shared memory, a TMA producer warpgroup, setmaxnreg",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
+    .workspace = bwd_wgmma_workspace, .launch = b5_launch, .describe = b5_describe,
+    .unavailable = wgmma_unavailable,
+};
 BWD_REGISTER(bwd5);

@@ -53,7 +53,11 @@ static void b6_describe(long D, int dtype, char *buf, size_t n)
     bwd_wgmma_describe<true, false, false, false>(D, buf, n);
 }
 
-static const BackwardKernel bwd6 = {6, "bulk dQ", "kernel 5 with dQ added by the copy engine (bulk reduce-add from shared memory)",
-                                    (1u << DT_FP16) | (1u << DT_BF16), bwd_wgmma_supports, bwd_wgmma_workspace, b6_launch,
-                                    b6_describe, wgmma_unavailable, 0, 5};
+static const BackwardKernel bwd6 = {
+    .id = 6, .extends = 5, .name = "bulk dQ",
+    .idea = "kernel 5 with dQ added by the copy engine (bulk reduce-add from shared memory)",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
+    .workspace = bwd_wgmma_workspace, .launch = b6_launch, .describe = b6_describe,
+    .unavailable = wgmma_unavailable, .dkdv_as = 5,
+};
 BWD_REGISTER(bwd6);

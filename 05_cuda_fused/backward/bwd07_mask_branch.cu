@@ -50,7 +50,11 @@ static void b7_describe(long D, int dtype, char *buf, size_t n)
     bwd_wgmma_describe<false, true, false, false>(D, buf, n);
 }
 
-static const BackwardKernel bwd7 = {7, "mask branch", "kernel 5 with the masks only in the row tiles that need them",
-                                    (1u << DT_FP16) | (1u << DT_BF16), bwd_wgmma_supports, bwd_wgmma_workspace, b7_launch,
-                                    b7_describe, wgmma_unavailable, 0, 5};
+static const BackwardKernel bwd7 = {
+    .id = 7, .extends = 5, .name = "mask branch",
+    .idea = "kernel 5 with the masks only in the row tiles that need them",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
+    .workspace = bwd_wgmma_workspace, .launch = b7_launch, .describe = b7_describe,
+    .unavailable = wgmma_unavailable, .dkdv_as = 5,
+};
 BWD_REGISTER(bwd7);

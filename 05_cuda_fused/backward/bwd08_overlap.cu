@@ -55,7 +55,11 @@ static void b8_describe(long D, int dtype, char *buf, size_t n)
     bwd_wgmma_describe<false, true, true, false>(D, buf, n);
 }
 
-static const BackwardKernel bwd8 = {8, "consumer overlap", "kernel 7 with p^T computed under dp^T's product (D = 128: ds^T under dV's)",
-                                    (1u << DT_FP16) | (1u << DT_BF16), bwd_wgmma_supports, bwd_wgmma_workspace, b8_launch,
-                                    b8_describe, wgmma_unavailable, 0, 5};
+static const BackwardKernel bwd8 = {
+    .id = 8, .extends = 7, .name = "consumer overlap",
+    .idea = "kernel 7 with p^T computed under dp^T's product (D = 128: ds^T under dV's)",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
+    .workspace = bwd_wgmma_workspace, .launch = b8_launch, .describe = b8_describe,
+    .unavailable = wgmma_unavailable, .dkdv_as = 5,
+};
 BWD_REGISTER(bwd8);

@@ -56,7 +56,11 @@ static void b9_describe(long D, int dtype, char *buf, size_t n)
     bwd_wgmma_describe<false, true, true, true>(D, buf, n);
 }
 
-static const BackwardKernel bwd9 = {9, "deterministic dQ", "kernel 8 with dQ's parts added in the order of the K/V tiles: dQ bit-identical run to run",
-                                    (1u << DT_FP16) | (1u << DT_BF16), bwd_wgmma_supports, bwd_wgmma_workspace_det, b9_launch,
-                                    b9_describe, wgmma_unavailable, 1, 5};
+static const BackwardKernel bwd9 = {
+    .id = 9, .extends = 8, .name = "deterministic dQ",
+    .idea = "kernel 8 with dQ's parts added in the order of the K/V tiles: dQ bit-identical run to run",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
+    .workspace = bwd_wgmma_workspace_det, .launch = b9_launch, .describe = b9_describe,
+    .unavailable = wgmma_unavailable, .dq_deterministic = 1, .dkdv_as = 5,
+};
 BWD_REGISTER(bwd9);

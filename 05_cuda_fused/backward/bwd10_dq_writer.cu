@@ -66,7 +66,11 @@ static void b10_describe(long D, int dtype, char *buf, size_t n)
     bwd_wgmma_describe<false, true, true, false, true>(D, buf, n);
 }
 
-static const BackwardKernel bwd10 = {10, "dQ writer warps", "kernel 8 with dQ's parts sent to the copy engine by producer warps, one bulk reduce-add each",
-                                     (1u << DT_FP16) | (1u << DT_BF16), bwd_wgmma_supports, bwd_wgmma_workspace_tiled, b10_launch,
-                                     b10_describe, wgmma_unavailable, 0, 5};
+static const BackwardKernel bwd10 = {
+    .id = 10, .extends = 8, .name = "dQ writer warps",
+    .idea = "kernel 8 with dQ's parts sent to the copy engine by producer warps, one bulk reduce-add each",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
+    .workspace = bwd_wgmma_workspace_tiled, .launch = b10_launch, .describe = b10_describe,
+    .unavailable = wgmma_unavailable, .dkdv_as = 5,
+};
 BWD_REGISTER(bwd10);

@@ -70,7 +70,11 @@ static void b11_describe(long D, int dtype, char *buf, size_t n)
     bwd_wgmma_describe<false, true, true, false, true, true>(D, buf, n);
 }
 
-static const BackwardKernel bwd11 = {11, "persistent", "kernel 10 with one block per SM taking K/V tiles from a counter, the next tile loading under this one's end",
-                                     (1u << DT_FP16) | (1u << DT_BF16), bwd_wgmma_supports, bwd_wgmma_workspace_tiled, b11_launch,
-                                     b11_describe, wgmma_unavailable, 0, 5};
+static const BackwardKernel bwd11 = {
+    .id = 11, .extends = 10, .name = "persistent",
+    .idea = "kernel 10 with one block per SM taking K/V tiles from a counter, the next tile loading under this one's end",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
+    .workspace = bwd_wgmma_workspace_tiled, .launch = b11_launch, .describe = b11_describe,
+    .unavailable = wgmma_unavailable, .dkdv_as = 5, .persistent = 1,
+};
 BWD_REGISTER(bwd11);

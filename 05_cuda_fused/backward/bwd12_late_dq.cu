@@ -64,7 +64,11 @@ static void b12_describe(long D, int dtype, char *buf, size_t n)
     bwd_wgmma_describe<false, true, true, false, true, true, true>(D, buf, n);
 }
 
-static const BackwardKernel bwd12 = {12, "late dQ", "kernel 11 with each row tile's dQ product issued at the next tile's start, with its s^T",
-                                     (1u << DT_FP16) | (1u << DT_BF16), bwd_wgmma_supports, bwd_wgmma_workspace_tiled, b12_launch,
-                                     b12_describe, wgmma_unavailable, 0, 5};
+static const BackwardKernel bwd12 = {
+    .id = 12, .extends = 11, .name = "late dQ",
+    .idea = "kernel 11 with each row tile's dQ product issued at the next tile's start, with its s^T",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
+    .workspace = bwd_wgmma_workspace_tiled, .launch = b12_launch, .describe = b12_describe,
+    .unavailable = wgmma_unavailable, .dkdv_as = 5, .persistent = 1,
+};
 BWD_REGISTER(bwd12);

@@ -151,7 +151,10 @@ static void dk1_describe(const DecodeArgs *a, char *buf, size_t n)
              (rows + DK1_THREADS - 1) / DK1_THREADS, DK1_BC);
 }
 
-static const DecodeKernel decode1 = {1, "transcription", "step 04's decode loop, one thread per new query row",
-                                     (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16), dk1_supports, 0, NULL,
-                                     dk1_launch, dk1_describe, NULL};
+static const DecodeKernel decode1 = {
+    .id = 1, .extends = 0, .name = "transcription",
+    .idea = "step 04's decode loop, one thread per new query row",
+    .dtypes = (1u << DT_FP32) | (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dk1_supports,
+    .launch = dk1_launch, .describe = dk1_describe,
+};
 DECODE_REGISTER(decode1);

@@ -24,6 +24,10 @@ typedef DecodeFlags<false, false, false, 3> Dec2;
 static int dk2_launch(const DecodeArgs *a, void *ws, void *s) { return dec_launch<Dec2>(2, a, ws, s); }
 static void dk2_describe(const DecodeArgs *a, char *buf, size_t n) { dec_describe<Dec2>(a, buf, n); }
 
-static const DecodeKernel decode2 = {2, "forward as is", "the forward's block: one per (sequence, query head), warps over rows",
-                                     (1u << DT_FP16) | (1u << DT_BF16), dec_supports, 0, NULL, dk2_launch, dk2_describe, NULL};
+static const DecodeKernel decode2 = {
+    .id = 2, .extends = 1, .name = "forward as is",
+    .idea = "the forward's block: one per (sequence, query head), warps over rows",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .launch = dk2_launch,
+    .describe = dk2_describe,
+};
 DECODE_REGISTER(decode2);

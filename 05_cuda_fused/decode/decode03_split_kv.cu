@@ -28,7 +28,10 @@ static int dk3_launch(const DecodeArgs *a, void *ws, void *s) { return dec_launc
 static size_t dk3_workspace(const DecodeArgs *a) { return dec_workspace<Dec3>(a); }
 static void dk3_describe(const DecodeArgs *a, char *buf, size_t n) { dec_describe<Dec3>(a, buf, n); }
 
-static const DecodeKernel decode3 = {3, "split-KV", "the keys split across blocks and warps, the (m, l, o) states merged",
-                                     (1u << DT_FP16) | (1u << DT_BF16), dec_supports, 0, dk3_workspace, dk3_launch,
-                                     dk3_describe, NULL};
+static const DecodeKernel decode3 = {
+    .id = 3, .extends = 2, .name = "split-KV",
+    .idea = "the keys split across blocks and warps, the (m, l, o) states merged",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .workspace = dk3_workspace,
+    .launch = dk3_launch, .describe = dk3_describe,
+};
 DECODE_REGISTER(decode3);

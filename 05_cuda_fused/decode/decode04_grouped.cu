@@ -24,7 +24,10 @@ static int dk4_launch(const DecodeArgs *a, void *ws, void *s) { return dec_launc
 static size_t dk4_workspace(const DecodeArgs *a) { return dec_workspace<Dec4>(a); }
 static void dk4_describe(const DecodeArgs *a, char *buf, size_t n) { dec_describe<Dec4>(a, buf, n); }
 
-static const DecodeKernel decode4 = {4, "grouped heads", "one block per KV head: its tiles read once for every query head sharing it",
-                                     (1u << DT_FP16) | (1u << DT_BF16), dec_supports, 0, dk4_workspace, dk4_launch,
-                                     dk4_describe, NULL};
+static const DecodeKernel decode4 = {
+    .id = 4, .extends = 3, .name = "grouped heads",
+    .idea = "one block per KV head: its tiles read once for every query head sharing it",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .workspace = dk4_workspace,
+    .launch = dk4_launch, .describe = dk4_describe,
+};
 DECODE_REGISTER(decode4);

@@ -25,7 +25,10 @@ static int dk5_launch(const DecodeArgs *a, void *ws, void *s) { return dec_launc
 static size_t dk5_workspace(const DecodeArgs *a) { return dec_workspace<Dec5>(a); }
 static void dk5_describe(const DecodeArgs *a, char *buf, size_t n) { dec_describe<Dec5>(a, buf, n); }
 
-static const DecodeKernel decode5 = {5, "paged", "the cache in pages of P keys found through a block table",
-                                     (1u << DT_FP16) | (1u << DT_BF16), dec_supports, 1, dk5_workspace, dk5_launch,
-                                     dk5_describe, NULL};
+static const DecodeKernel decode5 = {
+    .id = 5, .extends = 4, .name = "paged",
+    .idea = "the cache in pages of P keys found through a block table",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .paged = 1,
+    .workspace = dk5_workspace, .launch = dk5_launch, .describe = dk5_describe,
+};
 DECODE_REGISTER(decode5);

@@ -31,7 +31,10 @@ static int dk6_launch(const DecodeArgs *a, void *ws, void *s) { return dec_launc
 static size_t dk6_workspace(const DecodeArgs *a) { return dec_workspace<Dec6>(a); }
 static void dk6_describe(const DecodeArgs *a, char *buf, size_t n) { dec_describe<Dec6>(a, buf, n); }
 
-static const DecodeKernel decode6 = {6, "occupancy", "two stages, three blocks an SM, where the grid fills the GPU unsplit",
-                                     (1u << DT_FP16) | (1u << DT_BF16), dec_supports, 1, dk6_workspace, dk6_launch,
-                                     dk6_describe, NULL};
+static const DecodeKernel decode6 = {
+    .id = 6, .extends = 5, .name = "occupancy",
+    .idea = "two stages, three blocks an SM, where the grid fills the GPU unsplit",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .paged = 1,
+    .workspace = dk6_workspace, .launch = dk6_launch, .describe = dk6_describe,
+};
 DECODE_REGISTER(decode6);

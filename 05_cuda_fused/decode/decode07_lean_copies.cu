@@ -32,7 +32,10 @@ static int dk7_launch(const DecodeArgs *a, void *ws, void *s) { return dec_launc
 static size_t dk7_workspace(const DecodeArgs *a) { return dec_workspace<Dec7>(a); }
 static void dk7_describe(const DecodeArgs *a, char *buf, size_t n) { dec_describe<Dec7>(a, buf, n); }
 
-static const DecodeKernel decode7 = {7, "lean copies", "copy addresses once per quarter tile, not per 16 bytes",
-                                     (1u << DT_FP16) | (1u << DT_BF16), dec_supports, 1, dk7_workspace, dk7_launch,
-                                     dk7_describe, NULL};
+static const DecodeKernel decode7 = {
+    .id = 7, .extends = 6, .name = "lean copies",
+    .idea = "copy addresses once per quarter tile, not per 16 bytes",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .paged = 1,
+    .workspace = dk7_workspace, .launch = dk7_launch, .describe = dk7_describe,
+};
 DECODE_REGISTER(decode7);

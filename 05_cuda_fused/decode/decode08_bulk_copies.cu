@@ -70,7 +70,10 @@ const char *dec_bulk_unavailable(void)
     return state ? why : NULL;
 }
 
-static const DecodeKernel decode8 = {8, "bulk copies", "K/V rows by the copy engine, one bulk copy a row, an mbarrier a stage",
-                                     (1u << DT_FP16) | (1u << DT_BF16), dec_supports, 1, dk8_workspace, dk8_launch,
-                                     dk8_describe, dec_bulk_unavailable};
+static const DecodeKernel decode8 = {
+    .id = 8, .extends = 7, .name = "bulk copies",
+    .idea = "K/V rows by the copy engine, one bulk copy a row, an mbarrier a stage",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .paged = 1,
+    .workspace = dk8_workspace, .launch = dk8_launch, .describe = dk8_describe, .unavailable = dec_bulk_unavailable,
+};
 DECODE_REGISTER(decode8);

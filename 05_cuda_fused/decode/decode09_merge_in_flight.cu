@@ -31,7 +31,10 @@ static int dk9_launch(const DecodeArgs *a, void *ws, void *s) { return dec_launc
 static size_t dk9_workspace(const DecodeArgs *a) { return dec_workspace<Dec9>(a); }
 static void dk9_describe(const DecodeArgs *a, char *buf, size_t n) { dec_describe<Dec9>(a, buf, n); }
 
-static const DecodeKernel decode9 = {9, "merge in flight", "the merge's loads of the splits' states 8 at a time",
-                                     (1u << DT_FP16) | (1u << DT_BF16), dec_supports, 1, dk9_workspace, dk9_launch,
-                                     dk9_describe, dec_bulk_unavailable};
+static const DecodeKernel decode9 = {
+    .id = 9, .extends = 8, .name = "merge in flight",
+    .idea = "the merge's loads of the splits' states 8 at a time",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .paged = 1,
+    .workspace = dk9_workspace, .launch = dk9_launch, .describe = dk9_describe, .unavailable = dec_bulk_unavailable,
+};
 DECODE_REGISTER(decode9);

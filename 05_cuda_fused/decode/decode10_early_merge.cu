@@ -36,7 +36,11 @@ static int dk10_launch(const DecodeArgs *a, void *ws, void *s) { return dec_laun
 static size_t dk10_workspace(const DecodeArgs *a) { return dec_workspace<Dec10>(a); }
 static void dk10_describe(const DecodeArgs *a, char *buf, size_t n) { dec_describe<Dec10>(a, buf, n); }
 
-static const DecodeKernel decode10 = {10, "early merge", "the merge kernel launched while the split runs, waiting for its states",
-                                      (1u << DT_FP16) | (1u << DT_BF16), dec_supports, 1, dk10_workspace, dk10_launch,
-                                      dk10_describe, dec_bulk_unavailable};
+static const DecodeKernel decode10 = {
+    .id = 10, .extends = 9, .name = "early merge",
+    .idea = "the merge kernel launched while the split runs, waiting for its states",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .paged = 1,
+    .workspace = dk10_workspace, .launch = dk10_launch, .describe = dk10_describe,
+    .unavailable = dec_bulk_unavailable,
+};
 DECODE_REGISTER(decode10);

@@ -31,7 +31,11 @@ static int dk11_launch(const DecodeArgs *a, void *ws, void *s) { return dec_laun
 static size_t dk11_workspace(const DecodeArgs *a) { return dec_workspace<Dec11>(a); }
 static void dk11_describe(const DecodeArgs *a, char *buf, size_t n) { dec_describe<Dec11>(a, buf, n); }
 
-static const DecodeKernel decode11 = {11, "merge round", "the merge kernel's loads of every split's state at once",
-                                      (1u << DT_FP16) | (1u << DT_BF16), dec_supports, 1, dk11_workspace, dk11_launch,
-                                      dk11_describe, dec_bulk_unavailable};
+static const DecodeKernel decode11 = {
+    .id = 11, .extends = 10, .name = "merge round",
+    .idea = "the merge kernel's loads of every split's state at once",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .paged = 1,
+    .workspace = dk11_workspace, .launch = dk11_launch, .describe = dk11_describe,
+    .unavailable = dec_bulk_unavailable,
+};
 DECODE_REGISTER(decode11);

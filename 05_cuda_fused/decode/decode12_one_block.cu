@@ -40,7 +40,11 @@ static int dk12_launch(const DecodeArgs *a, void *ws, void *s) { return dec_laun
 static size_t dk12_workspace(const DecodeArgs *a) { return dec_workspace<Dec12>(a); }
 static void dk12_describe(const DecodeArgs *a, char *buf, size_t n) { dec_describe<Dec12>(a, buf, n); }
 
-static const DecodeKernel decode12 = {12, "one block an SM", "short splits merged into fewer: one block an SM where a split would be short",
-                                      (1u << DT_FP16) | (1u << DT_BF16), dec_supports, 1, dk12_workspace, dk12_launch,
-                                      dk12_describe, dec_bulk_unavailable};
+static const DecodeKernel decode12 = {
+    .id = 12, .extends = 11, .name = "one block an SM",
+    .idea = "short splits merged into fewer: one block an SM where a split would be short",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .paged = 1,
+    .workspace = dk12_workspace, .launch = dk12_launch, .describe = dk12_describe,
+    .unavailable = dec_bulk_unavailable,
+};
 DECODE_REGISTER(decode12);

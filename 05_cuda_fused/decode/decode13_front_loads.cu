@@ -39,7 +39,11 @@ static int dk13_launch(const DecodeArgs *a, void *ws, void *s) { return dec_laun
 static size_t dk13_workspace(const DecodeArgs *a) { return dec_workspace<Dec13>(a); }
 static void dk13_describe(const DecodeArgs *a, char *buf, size_t n) { dec_describe<Dec13>(a, buf, n); }
 
-static const DecodeKernel decode13 = {13, "loads up front", "the length, the first pages and Q loaded at once: the first copy one trip to memory in",
-                                      (1u << DT_FP16) | (1u << DT_BF16), dec_supports, 1, dk13_workspace, dk13_launch,
-                                      dk13_describe, dec_bulk_unavailable};
+static const DecodeKernel decode13 = {
+    .id = 13, .extends = 12, .name = "loads up front",
+    .idea = "the length, the first pages and Q loaded at once: the first copy one trip to memory in",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .paged = 1,
+    .workspace = dk13_workspace, .launch = dk13_launch, .describe = dk13_describe,
+    .unavailable = dec_bulk_unavailable,
+};
 DECODE_REGISTER(decode13);

@@ -161,6 +161,9 @@ static void k1_describe(long D, int dtype, char *buf, size_t n)
              K1_THREADS, K1_BC, D);
 }
 
-static const FusedKernel kernel1 = {1, "transcription", "step 04's loop, one thread per query row, state in registers",
-                                    1u << DT_FP32, k1_supports, k1_launch, k1_describe, NULL, NULL, NULL};
+static const FusedKernel kernel1 = {
+    .id = 1, .extends = 0, .name = "transcription",
+    .idea = "step 04's loop, one thread per query row, state in registers",
+    .dtypes = 1u << DT_FP32, .supports_dim = k1_supports, .launch = k1_launch, .describe = k1_describe,
+};
 FUSED_REGISTER(kernel1);

@@ -305,7 +305,10 @@ static void k2_describe(long D, int dtype, char *buf, size_t n)
              M, 4 * D, bc, K2_BC, K2_THREADS, bytes, pk ? " (p_tile over K_j: the plain layout does not fit this GPU)" : "");
 }
 
-static const FusedKernel kernel2 = {2, "smem tiles",
-                                    "K/V tiles loaded once per block into shared memory, score tile computed cooperatively",
-                                    1u << DT_FP32, k2_supports, k2_launch, k2_describe, NULL, k2_launch_l, k2_launch_alibi};
+static const FusedKernel kernel2 = {
+    .id = 2, .extends = 1, .name = "smem tiles",
+    .idea = "K/V tiles loaded once per block into shared memory, score tile computed cooperatively",
+    .dtypes = 1u << DT_FP32, .supports_dim = k2_supports, .launch = k2_launch, .describe = k2_describe,
+    .launch_l = k2_launch_l, .launch_alibi = k2_launch_alibi,
+};
 FUSED_REGISTER(kernel2);

@@ -248,6 +248,10 @@ static void k3_describe(long D, int dtype, char *buf, size_t n)
              K3_BR, K3_BC, D == 64 ? K3Smem<64>::bytes : K3Smem<128>::bytes);
 }
 
-static const FusedKernel kernel3 = {3, "mma.sync", "tensor cores for Q K^T and P V, P kept in registers",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k3_launch, k3_describe, NULL, NULL, k3_launch_alibi};
+static const FusedKernel kernel3 = {
+    .id = 3, .extends = 2, .name = "mma.sync",
+    .idea = "tensor cores for Q K^T and P V, P kept in registers",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k3_launch,
+    .describe = k3_describe, .launch_alibi = k3_launch_alibi,
+};
 FUSED_REGISTER(kernel3);

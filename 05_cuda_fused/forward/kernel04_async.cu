@@ -196,6 +196,10 @@ static void k4_describe(long D, int dtype, char *buf, size_t n)
              bytes, fit);
 }
 
-static const FusedKernel kernel4 = {4, "cp.async x2", "K/V tiles by cp.async, double-buffered: the next load overlaps this tile's math",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k4_launch, k4_describe, NULL, NULL, NULL};
+static const FusedKernel kernel4 = {
+    .id = 4, .extends = 3, .name = "cp.async x2",
+    .idea = "K/V tiles by cp.async, double-buffered: the next load overlaps this tile's math",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k4_launch,
+    .describe = k4_describe,
+};
 FUSED_REGISTER(kernel4);

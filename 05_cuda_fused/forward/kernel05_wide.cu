@@ -210,6 +210,10 @@ static void k5_describe(long D, int dtype, char *buf, size_t n)
              K5_BR, bc, bytes, fit);
 }
 
-static const FusedKernel kernel5 = {5, "wide + lean", "BR = 128 (8 warps) and the mask only on the tiles that need it",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k5_launch, k5_describe, NULL, NULL, NULL};
+static const FusedKernel kernel5 = {
+    .id = 5, .extends = 4, .name = "wide + lean",
+    .idea = "BR = 128 (8 warps) and the mask only on the tiles that need it",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k5_launch,
+    .describe = k5_describe,
+};
 FUSED_REGISTER(kernel5);

@@ -215,6 +215,10 @@ static void k6_describe(long D, int dtype, char *buf, size_t n)
              K6_BR, bc, bytes, fit);
 }
 
-static const FusedKernel kernel6 = {6, "occupancy", "kernel 5 capped at 128 registers at D = 64: two blocks (16 warps) per SM instead of one",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k6_launch, k6_describe, NULL, NULL, NULL};
+static const FusedKernel kernel6 = {
+    .id = 6, .extends = 5, .name = "occupancy",
+    .idea = "kernel 5 capped at 128 registers at D = 64: two blocks (16 warps) per SM instead of one",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k6_launch,
+    .describe = k6_describe,
+};
 FUSED_REGISTER(kernel6);

@@ -260,6 +260,10 @@ static void k7_describe(long D, int dtype, char *buf, size_t n)
              D == 64 ? "in registers" : "re-read from shared memory", bytes, fit);
 }
 
-static const FusedKernel kernel7 = {7, "2 row blocks", "32 query rows per warp: each K/V fragment read from shared memory feeds two mma",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k7_launch, k7_describe, NULL, NULL, NULL};
+static const FusedKernel kernel7 = {
+    .id = 7, .extends = 6, .name = "2 row blocks",
+    .idea = "32 query rows per warp: each K/V fragment read from shared memory feeds two mma",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k7_launch,
+    .describe = k7_describe,
+};
 FUSED_REGISTER(kernel7);

@@ -243,6 +243,10 @@ static void k8_describe(long D, int dtype, char *buf, size_t n)
              bc, bytes, fit);
 }
 
-static const FusedKernel kernel8 = {8, "wide K/V tile", "kernel 7 with K/V tiles of 128 keys at D=64: per-tile costs over twice the keys",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k8_launch, k8_describe, NULL, NULL, NULL};
+static const FusedKernel kernel8 = {
+    .id = 8, .extends = 7, .name = "wide K/V tile",
+    .idea = "kernel 7 with K/V tiles of 128 keys at D=64: per-tile costs over twice the keys",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k8_launch,
+    .describe = k8_describe,
+};
 FUSED_REGISTER(kernel8);

@@ -258,6 +258,10 @@ static void k9_describe(long D, int dtype, char *buf, size_t n)
              bc, bytes, fit);
 }
 
-static const FusedKernel kernel9 = {9, "FFMA scale", "kernel 8 with the softmax scale folded into the exponent: one FFMA per score, not FMUL + FADD",
-                                    (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k9_launch, k9_describe, NULL, k9_launch_l, NULL};
+static const FusedKernel kernel9 = {
+    .id = 9, .extends = 8, .name = "FFMA scale",
+    .idea = "kernel 8 with the softmax scale folded into the exponent: one FFMA per score, not FMUL + FADD",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k9_launch,
+    .describe = k9_describe, .launch_l = k9_launch_l,
+};
 FUSED_REGISTER(kernel9);

@@ -290,6 +290,10 @@ static void k10_describe(long D, int dtype, char *buf, size_t n)
              K10_WG, K10_BR, D == 64 ? K10Smem<64>::BC : K10Smem<128>::BC, D == 64 ? K10Smem<64>::bytes : K10Smem<128>::bytes);
 }
 
-static const FusedKernel kernel10 = {10, "wgmma", "kernel 9 on Hopper's wgmma: K and V read by the tensor cores from swizzled shared memory",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k10_launch, k10_describe, wgmma_unavailable, NULL, NULL};
+static const FusedKernel kernel10 = {
+    .id = 10, .extends = 9, .name = "wgmma",
+    .idea = "kernel 9 on Hopper's wgmma: K and V read by the tensor cores from swizzled shared memory",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k10_launch,
+    .describe = k10_describe, .unavailable = wgmma_unavailable,
+};
 FUSED_REGISTER(kernel10);

@@ -275,6 +275,10 @@ static void k11_describe(long D, int dtype, char *buf, size_t n)
              D == 64 ? K11Smem<64>::BC : K11Smem<128>::BC, D == 64 ? K11Smem<64>::bytes : K11Smem<128>::bytes);
 }
 
-static const FusedKernel kernel11 = {11, "wgmma + TMA", "kernel 10 with K and V copied by the tensor memory accelerator",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k11_launch, k11_describe, wgmma_unavailable, k11_launch_l, NULL};
+static const FusedKernel kernel11 = {
+    .id = 11, .extends = 10, .name = "wgmma + TMA",
+    .idea = "kernel 10 with K and V copied by the tensor memory accelerator",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k11_launch,
+    .describe = k11_describe, .unavailable = wgmma_unavailable, .launch_l = k11_launch_l,
+};
 FUSED_REGISTER(kernel11);

@@ -298,6 +298,10 @@ static void k12_describe(long D, int dtype, char *buf, size_t n)
              D == 64 ? K12<64>::bytes : K12<128>::bytes);
 }
 
-static const FusedKernel kernel12 = {12, "warp-specialized", "kernel 11 with a producer warpgroup for the copies and consumer warpgroups that only compute, mbarriers instead of __syncthreads",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k12_launch, k12_describe, wgmma_unavailable, k12_launch_l, NULL};
+static const FusedKernel kernel12 = {
+    .id = 12, .extends = 11, .name = "warp-specialized",
+    .idea = "kernel 11 with a producer warpgroup for the copies and consumer warpgroups that only compute, mbarriers instead of __syncthreads",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k12_launch,
+    .describe = k12_describe, .unavailable = wgmma_unavailable, .launch_l = k12_launch_l,
+};
 FUSED_REGISTER(kernel12);

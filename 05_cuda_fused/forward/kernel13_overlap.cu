@@ -66,6 +66,10 @@ static void k13_describe(long D, int dtype, char *buf, size_t n)
     overlap_describe(D, buf, n);
 }
 
-static const FusedKernel kernel13 = {13, "softmax under P V", "kernel 12 with the softmax of tile j overlapping the P V product of tile j-1 (intra-warpgroup pipelining)",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k13_launch, k13_describe, wgmma_unavailable, k13_launch_l, NULL};
+static const FusedKernel kernel13 = {
+    .id = 13, .extends = 12, .name = "softmax under P V",
+    .idea = "kernel 12 with the softmax of tile j overlapping the P V product of tile j-1 (intra-warpgroup pipelining)",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k13_launch,
+    .describe = k13_describe, .unavailable = wgmma_unavailable, .launch_l = k13_launch_l,
+};
 FUSED_REGISTER(kernel13);

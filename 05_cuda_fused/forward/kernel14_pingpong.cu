@@ -58,6 +58,10 @@ static void k14_describe(long D, int dtype, char *buf, size_t n)
     overlap_describe(D, buf, n);
 }
 
-static const FusedKernel kernel14 = {14, "ping-pong", "kernel 13 with its two consumer warpgroups taking turns at the tensor cores (named barriers)",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k14_launch, k14_describe, wgmma_unavailable, k14_launch_l, NULL};
+static const FusedKernel kernel14 = {
+    .id = 14, .extends = 13, .name = "ping-pong",
+    .idea = "kernel 13 with its two consumer warpgroups taking turns at the tensor cores (named barriers)",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k14_launch,
+    .describe = k14_describe, .unavailable = wgmma_unavailable, .launch_l = k14_launch_l,
+};
 FUSED_REGISTER(kernel14);

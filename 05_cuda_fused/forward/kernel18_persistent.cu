@@ -89,6 +89,10 @@ static void k18_describe(long D, int dtype, char *buf, size_t n)
              D == 64 ? K13<64>::QTILE : K13<128>::QTILE);
 }
 
-static const FusedKernel kernel18 = {18, "persistent", "kernel 14 with one block per SM taking row tiles from a counter (Q by TMA)",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k18_launch, k18_describe, wgmma_unavailable, k18_launch_l, NULL};
+static const FusedKernel kernel18 = {
+    .id = 18, .extends = 14, .name = "persistent",
+    .idea = "kernel 14 with one block per SM taking row tiles from a counter (Q by TMA)",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k18_launch,
+    .describe = k18_describe, .unavailable = wgmma_unavailable, .launch_l = k18_launch_l, .persistent = 1,
+};
 FUSED_REGISTER(kernel18);

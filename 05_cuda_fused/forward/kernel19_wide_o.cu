@@ -59,6 +59,10 @@ static void k19_describe(long D, int dtype, char *buf, size_t n)
              D == 64 ? K13<64>::QTILE : K13<128>::QTILE);
 }
 
-static const FusedKernel kernel19 = {19, "wide O stores", "kernel 18 with O stored 16 bytes a lane (a transpose inside each quad)",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k19_launch, k19_describe, wgmma_unavailable, k19_launch_l, NULL};
+static const FusedKernel kernel19 = {
+    .id = 19, .extends = 18, .name = "wide O stores",
+    .idea = "kernel 18 with O stored 16 bytes a lane (a transpose inside each quad)",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k19_launch,
+    .describe = k19_describe, .unavailable = wgmma_unavailable, .launch_l = k19_launch_l, .persistent = 1,
+};
 FUSED_REGISTER(kernel19);

@@ -59,6 +59,10 @@ static void k20_describe(long D, int dtype, char *buf, size_t n)
              "the next row tile's S issued behind the last P V", D == 64 ? K13<64>::QTILE : K13<128>::QTILE);
 }
 
-static const FusedKernel kernel20 = {20, "early start", "kernel 19 with the next row tile's S issued behind this one's last P V",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k20_launch, k20_describe, wgmma_unavailable, k20_launch_l, NULL};
+static const FusedKernel kernel20 = {
+    .id = 20, .extends = 19, .name = "early start",
+    .idea = "kernel 19 with the next row tile's S issued behind this one's last P V",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k20_launch,
+    .describe = k20_describe, .unavailable = wgmma_unavailable, .launch_l = k20_launch_l, .persistent = 1,
+};
 FUSED_REGISTER(kernel20);

@@ -51,6 +51,10 @@ static void k21_describe(long D, int dtype, char *buf, size_t n)
              D == 64 ? K13<64>::QTILE : K13<128>::QTILE);
 }
 
-static const FusedKernel kernel21 = {21, "half diagonal", "kernel 20 with warpgroup 0's causal diagonal P V at half width",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k21_launch, k21_describe, wgmma_unavailable, k21_launch_l, NULL};
+static const FusedKernel kernel21 = {
+    .id = 21, .extends = 20, .name = "half diagonal",
+    .idea = "kernel 20 with warpgroup 0's causal diagonal P V at half width",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k21_launch,
+    .describe = k21_describe, .unavailable = wgmma_unavailable, .launch_l = k21_launch_l, .persistent = 1,
+};
 FUSED_REGISTER(kernel21);

@@ -67,6 +67,10 @@ static void k22_describe(long D, int dtype, char *buf, size_t n)
              "a k step's descriptor by one add", D == 64 ? K13<64>::QTILE : K13<128>::QTILE);
 }
 
-static const FusedKernel kernel22 = {22, "descriptor add", "kernel 21 with each k step's wgmma descriptor made by one add",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k22_launch, k22_describe, wgmma_unavailable, k22_launch_l, NULL};
+static const FusedKernel kernel22 = {
+    .id = 22, .extends = 21, .name = "descriptor add",
+    .idea = "kernel 21 with each k step's wgmma descriptor made by one add",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k22_launch,
+    .describe = k22_describe, .unavailable = wgmma_unavailable, .launch_l = k22_launch_l, .persistent = 1,
+};
 FUSED_REGISTER(kernel22);

@@ -66,6 +66,10 @@ static void k23_describe(long D, int dtype, char *buf, size_t n)
              "a k step's descriptor by one add; the mask as a word of bits a row", D == 64 ? K13<64>::QTILE : K13<128>::QTILE);
 }
 
-static const FusedKernel kernel23 = {23, "bit mask", "kernel 22 with the mask as a 32-bit word a row, tested bit by bit",
-                                     (1u << DT_FP16) | (1u << DT_BF16), tc_supports, k23_launch, k23_describe, wgmma_unavailable, k23_launch_l, NULL};
+static const FusedKernel kernel23 = {
+    .id = 23, .extends = 22, .name = "bit mask",
+    .idea = "kernel 22 with the mask as a 32-bit word a row, tested bit by bit",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k23_launch,
+    .describe = k23_describe, .unavailable = wgmma_unavailable, .launch_l = k23_launch_l, .persistent = 1,
+};
 FUSED_REGISTER(kernel23);

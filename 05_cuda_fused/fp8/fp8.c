@@ -696,8 +696,10 @@ typedef struct {
 } Fp8Dev;
 
 /* The FP8 kernels, in id order; only: 0 for all, else one id. */
-static const Fp8Kernel *const fp8_kernels[] = {&fp8_kernel15, &fp8_kernel16, &fp8_kernel17, &fp8_kernel24};
-#define N_FP8_KERNELS ((int)(sizeof fp8_kernels / sizeof fp8_kernels[0]))
+/* The FP8 kernels, from the registry (kernels.h) in id order: fp8_at(x) for x < fp8_count(). */
+#define N_FP8_KERNELS MAX_KERNELS
+static int fp8_count(void) { int n; fp8_kernels(&n); return n; }
+static const Fp8Kernel *fp8_at(int x) { int n; return fp8_kernels(&n)[x]; }
 
 static void dev_upload(const Fp8Tensors *t, int causal, Fp8Dev *d)
 {
@@ -754,8 +756,8 @@ static void check_gpu_problem(long only, long B, long H, long N, long D, int cau
     const double tol = tol_fp8(nmax);
     Fp8Dev d;
     dev_upload(&t, causal, &d);
-    for (int x = 0; x < N_FP8_KERNELS; x++) {
-        const Fp8Kernel *kn = fp8_kernels[x];
+    for (int x = 0; x < fp8_count(); x++) {
+        const Fp8Kernel *kn = fp8_at(x);
         if (only && kn->id != only) continue;
         char name[192], eb[128];
         snprintf(name, sizeof name, "kernel%d fp8 %s%s B=%ld H=%ld N=%ld D=%ld%s%s", kn->id, fp8_mode_name(mode),
@@ -898,8 +900,8 @@ static void run_quant(void *ctx)                          /* Q and K, as a model
 static int select_kernels(long only, const Fp8Kernel **ks)
 {
     int nk = 0;
-    for (int x = 0; x < N_FP8_KERNELS; x++)
-        if (!only || fp8_kernels[x]->id == only) ks[nk++] = fp8_kernels[x];
+    for (int x = 0; x < fp8_count(); x++)
+        if (!only || fp8_at(x)->id == only) ks[nk++] = fp8_at(x);
     return nk;
 }
 
@@ -993,10 +995,10 @@ static int fp8_sanitize(long only)
                 t.out = causal ? DT_BF16 : DT_FP16;                /* both stores: O in bf16 in the causal runs */
                 Fp8Dev d;
                 dev_upload(&t, causal, &d);
-                for (int x = 0; x < N_FP8_KERNELS; x++) {
-                    if (only && fp8_kernels[x]->id != only) continue;
-                    if (dev_run(fp8_kernels[x], &d, out) != 0) return EXIT_FAIL;
-                    printf("ran kernel %d fp8 N=%ld D=%ld%s\n", fp8_kernels[x]->id, N, D, causal ? " causal, O in bf16" : "");
+                for (int x = 0; x < fp8_count(); x++) {
+                    if (only && fp8_at(x)->id != only) continue;
+                    if (dev_run(fp8_at(x), &d, out) != 0) return EXIT_FAIL;
+                    printf("ran kernel %d fp8 N=%ld D=%ld%s\n", fp8_at(x)->id, N, D, causal ? " causal, O in bf16" : "");
                 }
                 dev_free(&d);
                 fp8_free(&t);
@@ -1139,8 +1141,8 @@ static int fp8_files_gpu(const Opts *o, const float *q, const float *k, const fl
     Fp8Dev d;
     dev_upload(&t, o->causal, &d);
     int ok = 1;
-    for (int x = 0; x < N_FP8_KERNELS; x++) {
-        const Fp8Kernel *kn = fp8_kernels[x];
+    for (int x = 0; x < fp8_count(); x++) {
+        const Fp8Kernel *kn = fp8_at(x);
         if (dev_run(kn, &d, out) != 0) { printf("  kernel %d %-17s SKIP: %s\n", kn->id, kn->name, gpu_last_refusal()); continue; }
         const Err e = compare(out, ref, n, tol, 0);
         double kmax, krms;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "common.h"
+#include "../kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -84,25 +85,10 @@ void fp8_checks(long only); /* only: 15, 16, 17, 24, or 0 for all */
  * error of each scaling on them, on the CPU). */
 int fp8_main(const Opts *o, int bench, int errors, int sanitize, int scaling);
 
-/* --- kernel15_fp8.cu: the GPU half ---------------------------------------------------------------- */
-typedef struct {
-    long B, H, N, D, Npad, nqb, nkb;
-    int causal, out_dtype;      /* out_dtype: DT_FP16 or DT_BF16, O's storage */
-    const uint8_t *q, *k, *vt;  /* device, fp8_quantize's layouts */
-    const float *sq, *sk, *sv;  /* device */
-    void *o;                    /* device [B, H, N, D] in out_dtype */
-} Fp8Args;
+/* --- the GPU half: the kernels (fp8/kernelNN_*.cu, registered as Fp8Kernel in ../kernels.h, their arguments
+ * Fp8Args there) ------------------------------------------------------------------------------------------------ */
 /* NULL when the FP8 kernels run on this GPU (sm_90a), else one line why not. */
 const char *fp8_unavailable(void);
-/* An FP8 kernel (kernel15_fp8.cu, kernel16_fp8_pingpong.cu, kernel17_fp8_split_exp.cu, kernel24_fp8_tc_sum.cu): launch
- * on stream s (a cudaStream_t), 0 or -1 after one line (D not 64 or 128, say); describe: its tiles and warpgroups at D. */
-typedef struct {
-    int id;
-    const char *name;
-    int (*launch)(const Fp8Args *a, void *s);
-    void (*describe)(long D, char *buf, size_t n);
-} Fp8Kernel;
-extern const Fp8Kernel fp8_kernel15, fp8_kernel16, fp8_kernel17, fp8_kernel24;
 /* The quantizer on the GPU (fp8_quantize.cu), for Q (rows = FP8_QBLOCK) or K (FP8_KBLOCK): x [bh, N, D] fp16 ->
  * x8 [bh, N, D] e4m3 and s [bh][ceil(N / rows)], the rotation fused in when hadamard: fp8_quantize's codes and
  * scales (FP8_BLOCK, FP8_HADAMARD) bit for bit on the same 16-bit values. D 64 or 128; 0, or -1 after one line. */

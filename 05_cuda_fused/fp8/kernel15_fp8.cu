@@ -249,4 +249,9 @@ static void k15_describe(long D, char *buf, size_t n)
              64 * nwg, K15<64>::BC, D == 64 ? K15<64>::bytes : K15<128>::bytes);
 }
 
-extern "C" const Fp8Kernel fp8_kernel15 = {15, "fp8", k15_launch, k15_describe};
+static const Fp8Kernel kernel15 = {
+    .id = 15, .extends = 12, .name = "fp8",
+    .idea = "Q, K, V in FP8 (e4m3) with scales: both products on wgmma's k = 32 FP8 path, twice the 16-bit rate",
+    .launch = k15_launch, .describe = k15_describe, .unavailable = fp8_unavailable,
+};
+FP8_REGISTER(kernel15);

@@ -46,4 +46,9 @@ static void k16_describe(long D, char *buf, size_t n)
              "%zu bytes of shared memory", K16<64>::BC, D == 64 ? K16<64>::bytes : K16<128>::bytes);
 }
 
-extern "C" const Fp8Kernel fp8_kernel16 = {16, "fp8 ping-pong", k16_launch, k16_describe};
+static const Fp8Kernel kernel16 = {
+    .id = 16, .extends = 15, .name = "fp8 ping-pong",
+    .idea = "kernel 14's schedule in FP8: the softmax of tile j under P_{j-1} V_{j-1}, two warpgroups taking turns at the tensor cores",
+    .launch = k16_launch, .describe = k16_describe, .unavailable = fp8_unavailable,
+};
+FP8_REGISTER(kernel16);

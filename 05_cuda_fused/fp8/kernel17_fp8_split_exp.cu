@@ -61,4 +61,9 @@ static void k17_describe(long D, char *buf, size_t n)
              D == 64 ? K17<64>::bytes : K17<128>::bytes);
 }
 
-extern "C" const Fp8Kernel fp8_kernel17 = {17, "fp8 split exp", k17_launch, k17_describe};
+static const Fp8Kernel kernel17 = {
+    .id = 17, .extends = 16, .name = "fp8 split exp",
+    .idea = "one exponential in eight on the FMA pipes (a cubic for 2^f) instead of the MUFU",
+    .launch = k17_launch, .describe = k17_describe, .unavailable = fp8_unavailable,
+};
+FP8_REGISTER(kernel17);

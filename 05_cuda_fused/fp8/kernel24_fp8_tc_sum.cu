@@ -66,4 +66,9 @@ static void k24_describe(long D, char *buf, size_t n)
              K24<64>::POLY, D == 64 ? K24<64>::bytes : K24<128>::bytes);
 }
 
-extern "C" const Fp8Kernel fp8_kernel24 = {24, "fp8 tc row sum", k24_launch, k24_describe};
+static const Fp8Kernel kernel24 = {
+    .id = 24, .extends = 17, .name = "fp8 tc row sum",
+    .idea = "the softmax's row sums l by the tensor cores, P times a block of ones",
+    .launch = k24_launch, .describe = k24_describe, .unavailable = fp8_unavailable,
+};
+FP8_REGISTER(kernel24);
