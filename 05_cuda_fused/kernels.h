@@ -15,12 +15,18 @@
 #ifndef KERNELS_H
 #define KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 
 #include "common.h"
 
 /* The most kernels one family holds (the registry's capacity; the tables and lists that hold a family are this long). */
 enum { MAX_KERNELS = 32 };
+
+/* log2(e). Every kernel computes e^x as 2^(x log2 e), the exponential unit's instruction (ex2), so it keeps scores in
+ * log2 units: s_ij log2(e) / sqrt(D), one multiply folded into the score's scale. */
+#define LOG2E 1.4426950408889634f
+static inline float softmax_scale_log2(long D) { return LOG2E / sqrtf((float)D); } /* log2(e) / sqrt(D) */
 
 typedef struct FusedKernel {
     int id;                 /* the N of --kernel N and of kernelNN_*.cu */
