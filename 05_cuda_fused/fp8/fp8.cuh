@@ -14,6 +14,7 @@
 
 #include "fp8.h"
 #include "gpu.cuh"
+#include "../kernels.h"
 #include "../primitives/tma_map.cuh"
 
 /* Four e4m3 from four floats, the first in the low byte (two cvt.rn.satfinite.e4m3x2.f32). */
@@ -66,7 +67,7 @@ static int fp8_launch_d(Fp8KernelFn fn, int id, const Fp8Args *a, cudaStream_t s
         opted = 1;
     }
     const long row_tiles = (a->N + C::BR - 1) / C::BR;
-    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D);   /* log2(e) / sqrt(D) */
+    const float scale_log2 = softmax_scale_log2(D);   /* log2(e) / sqrt(D), folded with the scales in the kernel */
     fn<<<(unsigned)(BH * row_tiles), C::THREADS, C::bytes, s>>>(a->q, (__half *)a->o, a->sq, a->sk, a->sv, a->N, a->nqb,
                                                                 a->nkb, row_tiles, a->causal, a->out_dtype == DT_BF16,
                                                                 scale_log2, mk, mv);
