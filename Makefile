@@ -184,9 +184,9 @@ bench: step05
 plots: all
 	@sh plots/make_plots.sh $(if $(QUICK),quick)
 
-# The ladder's one idea per kernel: kernel K's code against the kernel it extends (its header's
-# "Extends:" line), compared without comments and whitespace, added lines shown with their comments.
-# make idea K=12, make idea K=B5 (backward); ALL=1: the launchers and the "// aside" lines too.
+# The ladder's one idea per kernel, from the code: kernel K against the kernel its registry entry extends (a diff of
+# the two files), or, for a rung on a shared body, the file's own code (its policy). make idea K=12, K=B5 (backward),
+# K=D3 (decode), K=24 (FP8); ALL=1: the launchers and the "// aside" lines too.
 idea:
 	@sh 05_cuda_fused/host/idea.sh $(if $(ALL),--all) '$(K)'
 
@@ -202,7 +202,7 @@ help:
 	@echo "  sanitize           compute-sanitizer memcheck/racecheck/initcheck/synccheck on the GPU kernels (PARTS=, TOOLS=: a part)"
 	@echo "  bench              ./step05 --bench (FlashAttention's benchmark shapes)"
 	@echo "  plots              run the steps with --csv into results/ and draw the PNGs (QUICK=1: small, for CI)"
-	@echo "  idea K=12|K=B5     kernel K's one idea: its code against the kernel it extends (B5: backward kernel 5; ALL=1: with the launchers)"
+	@echo "  idea K=12|K=B5|K=D3 kernel K's one idea, from the code: against the kernel it extends, or its own rung file (ALL=1: with the launchers)"
 	@echo "  DIR/FILE.ptx|.sass the PTX or SASS of DIR/FILE.cu, to read what the compiler made"
 	@echo "  clean              remove build/, results/ and the binaries"
 	@echo "variables:"

@@ -24,7 +24,7 @@ echo "== bad input (each must exit 2 with one line on stderr)"
 sh common/bad_input.sh >"$log" 2>&1
 cat "$log"
 pass=$((pass + $(grep -c '^PASS ' "$log"))); fail=$((fail + $(grep -c '^FAIL ' "$log")))
-echo "== the kernel ladder (make idea: every kernel's header names the kernel it extends and its idea)"
+echo "== the kernel ladder (make idea: every kernel extends the kernel its registry entry names, and shows code of its own)"
 sh 05_cuda_fused/host/idea.sh --check >"$log" 2>&1
 cat "$log"
 pass=$((pass + $(grep -c '^PASS ' "$log"))); fail=$((fail + $(grep -c '^FAIL ' "$log")))
