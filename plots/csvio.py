@@ -12,10 +12,11 @@ matplotlib.use("Agg")
 
 
 def read(path, columns):
-    """Rows of path as dicts; every column in `columns` must be in the header."""
+    """Rows of path as dicts; every column in `columns` must be in the header. Lines that start with '#' before the
+    header are the run's identity (plots/record.sh writes them: GPU, date, commit, command) and are skipped."""
     try:
         with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
+            rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
     except OSError as e:
         sys.exit(f"{sys.argv[0]}: cannot read {path}: {e.strerror} (run the step with --csv first: make plots)")
     if not rows:

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""lesson.py: the figures the lessons quote, written from the recorded runs they come from.
+
+Every table, output block and number a README quotes from a run is generated here from a data file in
+plots/gallery/ (a step's --csv or output, written by plots/record.sh with the run's machine, date, commit and
+command on its first lines). In the markdown a generated part sits between markers:
+
+    <!-- lesson:NAME -->                      a block (a table, an output excerpt), whole lines
+    ...
+    <!-- /lesson:NAME -->
+    text <!--v:NAME-->825.1<!--/v--> text     a value inside a sentence
+
+    python3 plots/lesson.py --check     PASS or FAIL per generated part (make check runs this); exit 1 on a FAIL
+    python3 plots/lesson.py --write     rewrite every generated part from the data
+    python3 plots/lesson.py --list      the parts and the files they come from
+
+A README whose generated part differs from what the data gives FAILs: a figure is typed once, by a run.
+Only the standard library: it runs where matplotlib is not installed.
+"""
+import csv
+import os
+import re
+import sys
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+GALLERY = os.path.join(ROOT, "plots", "gallery")
+LESSONS = ["README.md", "01_naive/README.md", "02_memprobe/README.md", "03_tiled_cpu/README.md",
+           "04_online_softmax/README.md", "05_cuda_fused/README.md", "06_causal/README.md", "07_break_it/README.md",
+           "07_break_it/EXERCISES.md", "05_cuda_fused/GLOSSARY.md"]
+
+
+class DataError(Exception):
+    pass
+
+
+# --- reading the recorded runs --------------------------------------------------------------------------------
+
+def meta_and_lines(name):
+    """The '# key: value' identity of a data file and the lines after it."""
+    path = os.path.join(GALLERY, name)
+    try:
+        with open(path, newline="") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise DataError(f"cannot read plots/gallery/{name}: {e.strerror}")
+    meta, i = {}, 0
+    while i < len(lines) and lines[i].startswith("# "):
+        k, _, v = lines[i][2:].partition(": ")
+        meta[k.strip()] = v.strip()
+        i += 1
+    return meta, lines[i:]
+
+
+def rows(name, **where):
+    """The CSV rows of a data file (dicts), those whose columns equal `where`'s values (as strings)."""
+    _, lines = meta_and_lines(name)
+    out = []
+    for r in csv.DictReader(lines):
+        if all(str(r.get(k)) == str(v) for k, v in where.items()):
+            out.append(r)
+    return out
+
+
+def one(name, col, **where):
+    """The value of column col in the one row of name that matches `where`."""
+    rs = rows(name, **where)
+    if len(rs) != 1:
+        raise DataError(f"plots/gallery/{name}: {len(rs)} rows match {where}, expected one")
+    return rs[0][col]
+
+
+def source(name, what="the run"):
+    """One line naming where a figure comes from: the machine and the command (the date and commit are in the file)."""
+    meta, _ = meta_and_lines(name)
+    m = meta.get("machine")
+    c = meta.get("command")
+    if not m or not c:
+        raise DataError(f"plots/gallery/{name}: no '# machine:' or '# command:' line (write it with plots/record.sh)")
+    return f"{what}: {m}, `{c}` ([{name}](%GALLERY%/{name}))"
+
+
+def excerpt(name, pick, caption=True):
+    """An output block of the lines of a recorded output that the patterns in pick select, in the file's order.
+    pick: regular expressions (a line is kept when one matches) and ("range", first, last) tuples (every line from
+    the first match of `first` to the next match of `last`, both kept). '...' lines mark what is left out."""
+    _, lines = meta_and_lines(name)
+    keep = [False] * len(lines)
+    for p in pick:
+        if isinstance(p, tuple):
+            _, a, b = p
+            start = next((i for i, l in enumerate(lines) if re.search(a, l)), None)
+            if start is None:
+                raise DataError(f"plots/gallery/{name}: no line matches {a!r}")
+            end = next((i for i in range(start, len(lines)) if re.search(b, lines[i])), None)
+            if end is None:
+                raise DataError(f"plots/gallery/{name}: no line matches {b!r} after {a!r}")
+            for i in range(start, end + 1):
+                keep[i] = True
+        else:
+            hits = [i for i, l in enumerate(lines) if re.search(p, l)]
+            if not hits:
+                raise DataError(f"plots/gallery/{name}: no line matches {p!r}")
+            for i in hits:
+                keep[i] = True
+    out, gap = [], False
+    for i, l in enumerate(lines):
+        if keep[i]:
+            if gap and out:
+                out.append("...")
+            out.append(l.rstrip())
+            gap = False
+        else:
+            gap = True
+    text = "```\n" + "\n".join(out) + "\n```"
+    if caption:
+        text += "\n\n<sub>" + source(name) + "</sub>"
+    return text
+
+
+def fmt(x, nd=1):
+    return f"{float(x):.{nd}f}"
+
+
+def table(header, body, align=None):
+    align = align or ["---"] + ["---:"] * (len(header) - 1)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in body]
+    return "\n".join(lines)
+
+
+# --- the generated parts: NAME -> a function returning the markdown ---------------------------------------------
+# One function per figure, registered by name with @part; %GALLERY% in what it returns becomes the path from the
+# README's folder to plots/gallery.
+
+PARTS = {}
+
+
+def part(name):
+    def reg(f):
+        PARTS[name] = f
+        return f
+    return reg
+
+
+# (the parts are added below, lesson by lesson)
+
+
+# --- markers ----------------------------------------------------------------------------------------------------
+
+BLOCK = re.compile(r"(<!-- lesson:([a-z0-9_\-]+) -->\n)(.*?)(<!-- /lesson:\2 -->)", re.S)
+VALUE = re.compile(r"(<!--v:([a-z0-9_\-]+)-->)(.*?)(<!--/v-->)", re.S)
+
+
+def render(name, md_path):
+    if name not in PARTS:
+        raise DataError(f"no generated part named '{name}' in plots/lesson.py")
+    text = str(PARTS[name]())
+    rel = os.path.relpath(GALLERY, os.path.dirname(os.path.join(ROOT, md_path)))
+    return text.replace("%GALLERY%", rel)
+
+
+def process(md_path, write):
+    """(results, new_text): one (ok, name, detail) per generated part of the file."""
+    path = os.path.join(ROOT, md_path)
+    with open(path) as f:
+        text = f.read()
+    results = []
+
+    def block(m):
+        name = m.group(2)
+        try:
+            want = render(name, md_path).rstrip("\n") + "\n"
+        except DataError as e:
+            results.append((False, name, str(e)))
+            return m.group(0)
+        ok = m.group(3) == want
+        results.append((ok, name, "the same as its data gives" if ok else first_difference(m.group(3), want)))
+        return m.group(1) + want + m.group(4)
+
+    def value(m):
+        name = m.group(2)
+        try:
+            want = render(name, md_path)
+        except DataError as e:
+            results.append((False, name, str(e)))
+            return m.group(0)
+        ok = m.group(3) == want
+        results.append((ok, name, "the same as its data gives" if ok else f"the README says '{m.group(3)}', the data gives '{want}'"))
+        return m.group(1) + want + m.group(4)
+
+    new = BLOCK.sub(block, text)
+    new = VALUE.sub(value, new)
+    if write and new != text:
+        with open(path, "w") as f:
+            f.write(new)
+    return results
+
+
+def first_difference(have, want):
+    h, w = have.splitlines(), want.splitlines()
+    for i in range(max(len(h), len(w))):
+        a = h[i] if i < len(h) else "(nothing)"
+        b = w[i] if i < len(w) else "(nothing)"
+        if a != b:
+            return f"line {i + 1} of the part says '{a[:120]}', the data gives '{b[:120]}'"
+    return "differs"
+
+
+def main(argv):
+    mode = argv[1] if len(argv) > 1 else "--check"
+    if mode not in ("--check", "--write", "--list"):
+        print("usage: python3 plots/lesson.py [--check | --write | --list]", file=sys.stderr)
+        return 2
+    failed = 0
+    n = 0
+    for md in LESSONS:
+        if not os.path.exists(os.path.join(ROOT, md)):
+            continue
+        for ok, name, detail in process(md, mode == "--write"):
+            n += 1
+            if mode == "--list":
+                print(f"{md}: {name}")
+                continue
+            if mode == "--write" and ok is False and not detail.startswith(("cannot", "no ", "plots/")):
+                ok, detail = True, "rewritten from its data"
+            print(f"{'PASS' if ok else 'FAIL'} lesson/{md}:{name}: {detail}")
+            failed += not ok
+    if mode != "--list":
+        print(f"lesson: {n} generated parts, {failed} differ from their data")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
