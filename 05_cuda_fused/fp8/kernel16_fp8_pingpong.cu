@@ -1,6 +1,5 @@
 /*
  * Extends: kernel15_fp8.cu; idea: kernel 14's schedule in FP8: the softmax of tile j under P_{j-1} V_{j-1}, two warpgroups taking turns at the tensor cores
- * Code: fp8_pingpong.cuh with POLY = 0
  *
  * Kernel 16: kernel 15 on kernel 14's schedule.
  *
@@ -25,20 +24,308 @@
  * at D = 64 it loses, 499.1 against 626.1 at N = 8192 (-20%): kernel 15 runs three consumer warpgroups there,
  * kernel 16 two (as kernel 13 against kernel 12 in fp16).
  */
-#include "fp8_pingpong.cuh"
+#ifndef RUNG
+#define RUNG 16          // this file is the one compiled: its launcher and registry entry (the end) are built
+#endif
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cmath>
+
+#include "fp8.h"
+#include "gpu.cuh"
+#include "../primitives/tc.cuh"
+#include "../primitives/tile_order.cuh"
+#include "fp8.cuh"
+#include "../primitives/tma_map.cuh"
+#include "../primitives/wgmma.cuh"
+
+// --- the kernel ------------------------------------------------------------------
+
+/* Kernel 16's hooks, with kernel 16's code in them. Kernels 17 and 24 derive their policies from this one (17 from
+ * 16, 24 from 17) and replace the hooks their idea changes; fp8_pingpong<D, P> below calls P's. */
+struct Fp8PingPong {
+    /* Shared memory of the policy's own, bytes, after K's and V^T's stages (1024-aligned): none. */
+    static constexpr int SMEM = 0;
+    /* Every thread, before the loop: fill that shared memory (smem, the block's nthreads). Nothing here. */
+    __device__ static __forceinline__ void init_smem(uint32_t smem, int nthreads) { (void)smem, (void)nthreads; }
+    /* 2^8 p of the thread's score x (0 .. BC/2 - 1) from its exponent y = s sl2 - (m - 8): the MUFU's ex2. */
+    __device__ static __forceinline__ float exp2_score(int x, float y)
+    {
+        (void)x;
+        return ex2(y);
+    }
+    /* The row sums l of rows g and g + 8. Here the softmax adds them: each thread its 2 columns of every 8, a
+     * quarter of the row, the quad's four quarters added at the end. */
+    struct RowSums {
+        float l[2] = {0.0f, 0.0f};                // this thread's part of l, rows g and g + 8
+        float ls[2];                              // the tile's sum of 2^8 p
+        __device__ __forceinline__ void begin() { ls[0] = 0.0f, ls[1] = 0.0f; }
+        __device__ __forceinline__ void add(int x, float p) { ls[x % 4 / 2] += p; }
+        __device__ __forceinline__ void end(const float alpha[2])
+        {
+#pragma unroll
+            for (int h = 0; h < 2; h++) l[h] = alpha[h] * l[h] + ls[h];  // l_new = alpha l + sum 2^8 p
+        }
+        __device__ __forceinline__ void rescale(const float alpha[2]) { (void)alpha; }  // with O: nothing here
+        __device__ __forceinline__ void pv(const uint32_t a[4], uint32_t smem) { (void)a, (void)smem; }  // beside P V
+        __device__ __forceinline__ float total(int h) const   // the whole row's l
+        {
+            float lr = l[h];
+#pragma unroll
+            for (int off = 1; off <= 2; off *= 2) lr += __shfl_xor_sync(0xffffffffu, lr, off);
+            return lr;
+        }
+    };
+};
+
+/* The tiles at head dim D, the same for every policy but for P's shared memory. */
+template <int D, class P> struct Fp8PP {
+    static constexpr int NWG = 2;                         // consumer warpgroups, 64 rows each (FP8_QBLOCK)
+    static constexpr int BR = 64 * NWG, BC = FP8_KBLOCK, STAGES = 2;
+    static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
+    static constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;
+    static constexpr int TILE = BC * D;                   // one K tile [BC][D] or V^T tile [D][BC], bytes
+    static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + P::SMEM + 4 * 8 * STAGES + 1024; /* K, V^T; P's; mbarriers; alignment */
+    static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
+};
+
+template <int D, class P>
+__global__ void __launch_bounds__(Fp8PP<D, P>::THREADS, 1)
+fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
+             __half *__restrict__ O,          // [B, H, N, D] fp16 or bf16
+             const float *__restrict__ SQ,    // [B*H][nqb]
+             const float *__restrict__ SK,    // [B*H][nkb]
+             const float *__restrict__ SV,    // [B*H]
+             long N, long nqb, long nkb, long row_tiles, int causal, int out_bf16, float scale_log2,
+             const __grid_constant__ CUtensorMap tm_k,   // K as [B*H][N][D] bytes
+             const __grid_constant__ CUtensorMap tm_v)   // V^T as [B*H][D][Npad] bytes, keys permuted
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using C = Fp8PP<D, P>;
+    constexpr int BC = C::BC, TILE = C::TILE, STAGES = C::STAGES;
+    extern __shared__ unsigned char smem_raw[];
+    const uint32_t raw_addr = (uint32_t)__cvta_generic_to_shared(smem_raw);
+    const uint32_t smem_addr = (raw_addr + 1023) & ~1023u;
+    const uint32_t own = smem_addr + 2 * STAGES * TILE;  // P's own shared memory (P::SMEM bytes, 1024-aligned)
+    const uint32_t full_k = own + P::SMEM, full_v = full_k + 8 * STAGES;
+    const uint32_t empty_k = full_v + 8 * STAGES, empty_v = empty_k + 8 * STAGES;
+
+    long bh, tile;
+    block_tile(row_tiles, causal, &bh, &tile);
+    const long i0 = tile * C::BR;
+    const long last_row = (i0 + C::BR < N ? i0 + C::BR : N) - 1;
+    const long jend = causal ? last_row + 1 : N;
+    const long ntiles = (jend + BC - 1) / BC;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(full_k + 8 * s, 1);
+            mbar_init(full_v + 8 * s, 1);
+            mbar_init(empty_k + 8 * s, 4 * C::NWG);
+            mbar_init(empty_v + 8 * s, 4 * C::NWG);
+        }
+        fence_mbar_init();
+    }
+    P::init_smem(own, C::THREADS);
+    __syncthreads();
+
+    if (threadIdx.x < 128) {                      // the producer: K_j and V^T_j released apart (kernel 13's ring)
+        setmaxnreg_dec<C::REG_PRODUCER>();
+        if (threadIdx.x == 0) {
+            for (long j = 0; j < ntiles; j++) {
+                const int s = (int)(j % STAGES), use = (int)((j / STAGES) & 1);
+                const uint32_t k_dst = smem_addr + s * TILE, v_dst = smem_addr + (STAGES + s) * TILE;
+                mbar_wait(empty_k + 8 * s, use ^ 1);
+                mbar_expect_tx(full_k + 8 * s, TILE);
+                tma_load_3d(k_dst, &tm_k, 0, (int)(j * BC), (int)bh, full_k + 8 * s);
+                mbar_wait(empty_v + 8 * s, use ^ 1);
+                mbar_expect_tx(full_v + 8 * s, TILE);
+                tma_load_3d(v_dst, &tm_v, (int)(j * BC), 0, (int)bh, full_v + 8 * s);
+            }
+        }
+        return;
+    }
+    setmaxnreg_inc<C::REG_CONSUMER>();
+
+    const uint8_t *Qh = Q + bh * N * D;
+    const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const long warp_row0 = i0 + warp * 16;
+    const long row_g = warp_row0 + g, row_g8 = row_g + 8;
+
+    uint32_t qf[D / 32][4];
+#pragma unroll
+    for (int ks = 0; ks < D / 32; ks++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const long row = (r % 2) ? row_g8 : row_g;
+            const int col = ks * 32 + 4 * t + 16 * (r / 2);
+            qf[ks][r] = row < N ? *reinterpret_cast<const uint32_t *>(Qh + row * D + col) : 0u;
+        }
+    const long qb = i0 / 64 + warp / 4;
+    const float sq = SQ[bh * nqb + (qb < nqb ? qb : nqb - 1)];
+
+    float o[D / 2];
+#pragma unroll
+    for (int n = 0; n < D / 2; n++) o[n] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY};
+    typename P::RowSums l;                        // l of rows g and g + 8, as P keeps it
+
+    float s[BC / 2];                              // S_j, then 2^8 p_j as floats
+    uint32_t pf[BC / 32][4];                      // 2^8 p_{j-1} as FP8 A fragments of O += P V
+    auto stage = [&](long j, uint32_t base) { return base + 8 * (uint32_t)(j % STAGES); };
+    auto parity = [&](long j) { return (int)((j / STAGES) & 1); };
+    auto issue_s = [&](long j) {                  // S8_j = Q8 K8_j^T, issued, not waited for
+        const uint32_t k_addr = smem_addr + (uint32_t)(j % STAGES) * TILE;
+        mbar_wait(stage(j, full_k), parity(j));
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < D / 32; ks++) {
+            const uint64_t desc = D == 128 ? make_desc(k_addr + ks * 32, 16, 1024) : make_desc_sw64(k_addr + ks * 32, 512);
+            wgmma_fp8<BC>(s, qf[ks], desc, ks > 0);
+        }
+        wgmma_commit();
+    };
+    auto issue_pv = [&](long j) {                 // O += P_j V_j, issued, not waited for
+        const uint32_t v_addr = smem_addr + (uint32_t)(STAGES + j % STAGES) * TILE;
+        mbar_wait(stage(j, full_v), parity(j));
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BC / 32; kk++) {
+            wgmma_fp8<D>(o, pf[kk], make_desc(v_addr + kk * 32, 16, 1024), 1);
+            l.pv(pf[kk], own);                    // P's product beside it, if any
+        }
+        wgmma_commit();
+    };
+    auto release = [&](uint32_t bar) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar);
+    };
+    auto softmax = [&](long j, float alpha[2]) {  // kernel 15's softmax of S_j: m, l updated, 2^8 p_j left in s
+        const long j0 = j * BC;
+        const float sl2 = scale_log2 * sq * SK[bh * nkb + j];
+        const bool need_mask = j0 + BC > N || (causal && j0 + BC - 1 > warp_row0);
+        const int lim = (int)(N - j0 < BC ? N - j0 : BC);
+        float mt[2] = {-INFINITY, -INFINITY};
+        if (need_mask) {
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int c = n * 8 + 2 * t + (e % 2), d = (int)((e < 2 ? row_g : row_g8) - j0);
+                    if (c >= lim || (causal && c > d)) s[4 * n + e] = -INFINITY;
+                    mt[e / 2] = fmaxf(mt[e / 2], s[4 * n + e]);
+                }
+        } else {
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) mt[e / 2] = fmaxf(mt[e / 2], s[4 * n + e]);
+        }
+        float bse[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int off = 1; off <= 2; off *= 2) mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], off));
+            const float mn = fmaxf(m[h], mt[h] * sl2);
+            const float base = mn == -INFINITY ? 0.0f : mn;
+            alpha[h] = ex2(m[h] - base);
+            bse[h] = base - FP8_P_SHIFT;
+            m[h] = mn;
+        }
+        l.begin();
+#pragma unroll
+        for (int x = 0; x < BC / 2; x++) {
+            const float y = fmaf(s[x], sl2, -bse[x % 4 / 2]);
+            s[x] = P::exp2_score(x, y);           // 2^8 p
+            l.add(x, s[x]);
+        }
+        l.end(alpha);
+    };
+    auto rescale_and_pack = [&](const float alpha[2]) {  // O *= alpha_j; 2^8 p_j into pf, kernel 15's key order
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            o[4 * n + 0] *= alpha[0]; o[4 * n + 1] *= alpha[0];
+            o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];
+        }
+        l.rescale(alpha);
+#pragma unroll
+        for (int c = 0; c < BC / 32; c++) {
+            const float *x = s + 16 * c;
+            pf[c][0] = pack4_e4m3(x[0], x[1], x[4], x[5]);
+            pf[c][1] = pack4_e4m3(x[2], x[3], x[6], x[7]);
+            pf[c][2] = pack4_e4m3(x[8], x[9], x[12], x[13]);
+            pf[c][3] = pack4_e4m3(x[10], x[11], x[14], x[15]);
+        }
+    };
+
+    const int wg = warp / 4;                      // kernel 14's turns: named barriers 1 and 2
+    auto my_turn = [&]() { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory"); };
+    auto your_turn = [&]() { asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (wg ^ 1)) : "memory"); };
+    if (wg == 1) your_turn();
+
+    float alpha[2];
+    my_turn();
+    issue_s(0);
+    your_turn();
+    wgmma_wait<0>();
+    release(stage(0, empty_k));
+    softmax(0, alpha);
+    rescale_and_pack(alpha);
+    for (long j = 1; j < ntiles; j++) {
+        my_turn();
+        issue_s(j);                               // S_j ...
+        issue_pv(j - 1);                          // ... and O += P_{j-1} V_{j-1} behind it
+        your_turn();
+        wgmma_wait<1>();                          // S_j is in; P V still running
+        release(stage(j, empty_k));
+        softmax(j, alpha);                        // under P_{j-1} V_{j-1}
+        wgmma_wait<0>();
+        release(stage(j - 1, empty_v));
+        rescale_and_pack(alpha);
+    }
+    my_turn();
+    issue_pv(ntiles - 1);
+    if (wg == 0) your_turn();
+    wgmma_wait<0>();
+    release(stage(ntiles - 1, empty_v));
+
+    __half *Oh = O + bh * N * D;
+    const float sv = SV[bh];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const float lr = l.total(h);
+        const float inv = lr > 0.0f ? sv / lr : 0.0f;
+        const long row = h ? row_g8 : row_g;
+        if (row < N) {
+#pragma unroll
+            for (int n = 0; n < D / 8; n++)
+                *reinterpret_cast<uint32_t *>(Oh + row * D + n * 8 + 2 * t) =
+                    pack_o2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv, out_bf16);
+        }
+    }
+#else
+    (void)Q, (void)O, (void)SQ, (void)SK, (void)SV, (void)N, (void)nqb, (void)nkb, (void)row_tiles, (void)causal, (void)out_bf16,
+        (void)scale_log2, (void)tm_k, (void)tm_v;
+#endif
+}
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D> using K16 = Fp8PP<D, 0>;
-
-static int k16_launch(const Fp8Args *a, void *stream)
+/* Kernel 16's launcher, with P's kernel: kernels 17 and 24 launch theirs with it too. */
+template <class P> static int fp8_pingpong_launch(int id, const Fp8Args *a, void *stream)
 {
     if (wgmma_refused()) return -1;
-    if (a->D == 64) return fp8_launch_d<K16<64>, 64>(fp8_pingpong<64, 0>, 16, a, (cudaStream_t)stream);
-    if (a->D == 128) return fp8_launch_d<K16<128>, 128>(fp8_pingpong<128, 0>, 16, a, (cudaStream_t)stream);
-    fprintf(stderr, "%s: kernel 16 takes D = 64 or 128, not %ld\n", g_prog, a->D);
+    if (a->D == 64) return fp8_launch_d<Fp8PP<64, P>, 64>(fp8_pingpong<64, P>, id, a, (cudaStream_t)stream);
+    if (a->D == 128) return fp8_launch_d<Fp8PP<128, P>, 128>(fp8_pingpong<128, P>, id, a, (cudaStream_t)stream);
+    fprintf(stderr, "%s: kernel %d takes D = 64 or 128, not %ld\n", g_prog, id, a->D);
     return -1;
 }
+
+#if RUNG == 16
+template <int D> using K16 = Fp8PP<D, Fp8PingPong>;
+
+static int k16_launch(const Fp8Args *a, void *stream) { return fp8_pingpong_launch<Fp8PingPong>(16, a, stream); }
 
 static void k16_describe(long D, char *buf, size_t n)
 {
@@ -52,3 +339,4 @@ static const Fp8Kernel kernel16 = {
     .launch = k16_launch, .describe = k16_describe, .unavailable = fp8_unavailable,
 };
 FP8_REGISTER(kernel16);
+#endif

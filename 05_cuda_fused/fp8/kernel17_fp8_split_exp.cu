@@ -1,6 +1,5 @@
 /*
  * Extends: kernel16_fp8_pingpong.cu; idea: one exponential in eight on the FMA pipes (a cubic for 2^f) instead of the MUFU
- * Code: fp8_pingpong.cuh with POLY = 2
  *
  * Kernel 17: kernel 16 with its exponentials split between two pipes.
  *
@@ -39,25 +38,49 @@
  * The code is kernel 16's, fp8_pingpong.cuh with POLY = 2: ex2_fma there, and the one line of the softmax
  * that reads POLY, are its only lines of its own (make idea K=17 shows the line). Built only for sm_90a.
  */
-#include "fp8_pingpong.cuh"
+#ifndef RUNG
+#define RUNG 17          // this file is the one compiled: its launcher and registry entry (the end) are built
+#endif
+#include "kernel16_fp8_pingpong.cu"   // the rung this one extends (kernel 16): its body and its policy
+
+// --- the idea ------------------------------------------------------------------
+
+/* 2^x on the FMA and ALU pipes, fp8_exp2_poly's transcription (fp8.c): x clamped to -127, where the result is 0 (as
+ * ex2.approx.ftz gives); a NaN stays NaN (max.NaN keeps it, the last multiply carries it). */
+__device__ __forceinline__ float ex2_fma(float x)
+{
+    asm("max.NaN.f32 %0, %0, 0fC2FE0000;\n" : "+f"(x));          // x = max(x, -127)
+    const float t = __fadd_rd(x, 12582912.0f);                     // 1.5 * 2^23 + floor(x), exactly
+    const float fl = t - 12582912.0f;                              // floor(x)
+    const float f = x - fl;                                        // in [0, 1)
+    float p = fmaf(FP8_EXP2_C3, f, FP8_EXP2_C2);                   // 2^f, the cubic of fp8.h
+    p = fmaf(p, f, FP8_EXP2_C1);
+    p = fmaf(p, f, FP8_EXP2_C0);
+    const float two_fl = __uint_as_float((__float_as_uint(t) << 23) + 0x3f800000u);  // 2^floor(x); 0 at -127
+    return p * two_fl;
+}
+
+struct Fp8SplitExp : Fp8PingPong {
+    static constexpr int POLY = 2;                // of every 16 scores a thread holds, how many take ex2_fma
+    static_assert(POLY >= 0 && POLY <= 16, "POLY of every 16 scores");
+    __device__ static __forceinline__ float exp2_score(int x, float y)
+    {
+        return x % 16 < POLY ? ex2_fma(y)         // POLY of every 16 on the FMA and ALU pipes
+                             : ex2(y);            // the rest on the MUFU
+    }
+};
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D> using K17 = Fp8PP<D, 2>;
+#if RUNG == 17
+template <int D> using K17 = Fp8PP<D, Fp8SplitExp>;
 
-static int k17_launch(const Fp8Args *a, void *stream)
-{
-    if (wgmma_refused()) return -1;
-    if (a->D == 64) return fp8_launch_d<K17<64>, 64>(fp8_pingpong<64, 2>, 17, a, (cudaStream_t)stream);
-    if (a->D == 128) return fp8_launch_d<K17<128>, 128>(fp8_pingpong<128, 2>, 17, a, (cudaStream_t)stream);
-    fprintf(stderr, "%s: kernel 17 takes D = 64 or 128, not %ld\n", g_prog, a->D);
-    return -1;
-}
+static int k17_launch(const Fp8Args *a, void *stream) { return fp8_pingpong_launch<Fp8SplitExp>(17, a, stream); }
 
 static void k17_describe(long D, char *buf, size_t n)
 {
     snprintf(buf, n, "kernel 16 (1 producer + 2 consumer warpgroups taking turns, BR=128 BC=%d, e4m3 wgmma k=32) with %d of "
-             "every 16 exponentials on the FMA pipes, %zu bytes of shared memory", K17<64>::BC, K17<64>::POLY,
+             "every 16 exponentials on the FMA pipes, %zu bytes of shared memory", K17<64>::BC, Fp8SplitExp::POLY,
              D == 64 ? K17<64>::bytes : K17<128>::bytes);
 }
 
@@ -67,3 +90,4 @@ static const Fp8Kernel kernel17 = {
     .launch = k17_launch, .describe = k17_describe, .unavailable = fp8_unavailable,
 };
 FP8_REGISTER(kernel17);
+#endif

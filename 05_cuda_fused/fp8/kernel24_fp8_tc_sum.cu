@@ -1,6 +1,5 @@
 /*
  * Extends: kernel17_fp8_split_exp.cu; idea: the softmax's row sums l by the tensor cores, P times a block of ones
- * Code: fp8_pingpong.cuh with POLY = 2, TC_SUM = true
  *
  * Kernel 24: kernel 17 without the softmax's adds.
  *
@@ -44,26 +43,51 @@
  * in both calls); memcheck, racecheck, initcheck and synccheck over `--dtype fp8 --sanitize-shapes`, 0 errors. A
  * planted error, l not rescaled with O (`lacc[e] *= 1.0f`): `--dtype fp8 --check --kernel 24` 125 passed, 18 failed.
  */
-#include "fp8_pingpong.cuh"
+#ifndef RUNG
+#define RUNG 24          // this file is the one compiled: its launcher and registry entry (the end) are built
+#endif
+#include "kernel17_fp8_split_exp.cu"  // the rung this one extends (kernel 17): its body and its policy
+
+// --- the idea ------------------------------------------------------------------
+
+struct Fp8TcSum : Fp8SplitExp {
+    static constexpr int SMEM = 1024;             // the block of ones: 8 rows (n) of 128 keys (k), e4m3 1.0
+    __device__ static __forceinline__ void init_smem(uint32_t ones, int nthreads)
+    {
+        for (int x = threadIdx.x; x < SMEM / 4; x += nthreads)  // e4m3 1.0 is 0x38
+            asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(ones + 4 * x), "r"(0x38383838u) : "memory");
+        fence_proxy_async();                      // the tensor cores read it next
+    }
+    struct RowSums {
+        float lacc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // l of rows g (0, 1) and g + 8 (2, 3), P's accumulator times ones
+        __device__ __forceinline__ void begin() {}
+        __device__ __forceinline__ void add(int x, float p) { (void)x, (void)p; }  // no adds in the softmax
+        __device__ __forceinline__ void end(const float alpha[2]) { (void)alpha; }
+        __device__ __forceinline__ void rescale(const float alpha[2])  // l is scaled as O is: it sits beside O
+        {
+#pragma unroll
+            for (int e = 0; e < 4; e++) lacc[e] *= alpha[e / 2];
+        }
+        __device__ __forceinline__ void pv(const uint32_t a[4], uint32_t ones)
+        {
+            wgmma_fp8<8>(lacc, a, make_desc(ones, 16, 1024), 1);  // l += P_j's 32 keys times 1
+        }
+        __device__ __forceinline__ float total(int h) const { return lacc[2 * h]; }  // the whole row's already
+    };
+};
 
 // --- the launcher -------------------------------------------------------------------
 
-template <int D> using K24 = Fp8PP<D, 2, true>;
+#if RUNG == 24
+template <int D> using K24 = Fp8PP<D, Fp8TcSum>;
 
-static int k24_launch(const Fp8Args *a, void *stream)
-{
-    if (wgmma_refused()) return -1;
-    if (a->D == 64) return fp8_launch_d<K24<64>, 64>(fp8_pingpong<64, 2, true>, 24, a, (cudaStream_t)stream);
-    if (a->D == 128) return fp8_launch_d<K24<128>, 128>(fp8_pingpong<128, 2, true>, 24, a, (cudaStream_t)stream);
-    fprintf(stderr, "%s: kernel 24 takes D = 64 or 128, not %ld\n", g_prog, a->D);
-    return -1;
-}
+static int k24_launch(const Fp8Args *a, void *stream) { return fp8_pingpong_launch<Fp8TcSum>(24, a, stream); }
 
 static void k24_describe(long D, char *buf, size_t n)
 {
     snprintf(buf, n, "kernel 17 (2 consumer warpgroups taking turns, BR=128 BC=%d, %d of every 16 exponentials on the FMA "
              "pipes) with l by the tensor cores (P times ones, m64n8k32), %zu bytes of shared memory", K24<64>::BC,
-             K24<64>::POLY, D == 64 ? K24<64>::bytes : K24<128>::bytes);
+             Fp8TcSum::POLY, D == 64 ? K24<64>::bytes : K24<128>::bytes);
 }
 
 static const Fp8Kernel kernel24 = {
@@ -72,3 +96,4 @@ static const Fp8Kernel kernel24 = {
     .launch = k24_launch, .describe = k24_describe, .unavailable = fp8_unavailable,
 };
 FP8_REGISTER(kernel24);
+#endif
