@@ -1,8 +1,9 @@
 """sdpa_decode.py: FlashAttention-2 and cuDNN timed at step 05's --decode --bench shapes through
 PyTorch's scaled_dot_product_attention with one query row per sequence (q_len = 1, D = 128): the anchors
 beside the decode kernels in 05_cuda_fused/README.md. The same measure as step 05 (us per call, GB/s of K
-and V read = 2 B Hkv L D bytes / time), the same timing rule (CUDA events after a warm-up, median of the
-repeats; each repeat is 20 calls captured once in a CUDA graph and replayed, so that PyTorch's per-call
+and V read = 2 B Hkv L D bytes / time), step 05's timer (plots/torch_timer.py: after a warm-up, the median of 10
+samples, each on a GPU kept busy while the host dispatches and starting from a cold L2); each sample is 20 calls
+captured once in a CUDA graph and replayed, so that PyTorch's per-call
 dispatch on the host (36-47 us a call on one H200 machine, about 23 us on another: more than the GPU's time at the
 short caches) is not what is timed, on copies of the inputs in turn when the cache is under 256 MB, so that no
 call finds the last one's K and V in L2, as step 05's bench does), random normal inputs. Where a back end cannot
@@ -14,10 +15,10 @@ decode CSV columns with kernel -2 (FlashAttention-2) and -3 (cuDNN), so the rows
 Needs PyTorch with CUDA, which the repository does not depend on and make check does not run (the lent
 H100 has it):
     python3 plots/sdpa_decode.py results/sdpa_decode_fp16.csv [--dtype bf16]"""
-import statistics
 import sys
 
 import torch
+import torch_timer
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -73,17 +74,9 @@ for mode, B, Hq, Hkv, L in shapes:
                 except RuntimeError:                          # not capturable: eager, and said so
                     torch.cuda.synchronize()
                     run, how = calls, " (eager)"
-                run()
-                us = []
-                for _ in range(10):
-                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    a.record()
-                    run()
-                    b.record()
-                    b.synchronize()
-                    us.append(a.elapsed_time(b) / 20 * 1e3)
+                us = torch_timer.median_ms(run, warmup=1, repeat=10) / 20 * 1e3
                 del graph
-            t = statistics.median(us)
+            t = us
             line += f"   {name} {t:8.1f} us {cache / t / 1e3:6.0f} GB/s{how}"
             rows.append(f"{mode},{kid},{name}{how},{dtype_name},{B},{Hq},{Hkv},{L},{D},1,0,{t:.3f},{cache / t / 1e3:.1f},{cache:.0f}")
         except RuntimeError as e:

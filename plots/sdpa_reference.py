@@ -2,9 +2,8 @@
 (batch = 16384/N, heads = 2048/D, N = 512..16384, D = 64 and 128) through
 PyTorch's scaled_dot_product_attention, the yardsticks beside kernels 11-14 in
 05_cuda_fused/RESULTS.md. Same count as step 05 (4 B H N^2 D flops, half of it
-causal), the same timing rule (CUDA events after a warm-up, median of the
-repeats; each repeat is 10 calls back to back, so that PyTorch's per-call
-dispatch on the host is not timed), random normal inputs. Writes step 05's CSV columns with kernel -2
+causal), step 05's timer (plots/torch_timer.py: after a warm-up, the median of 10 samples, each on a GPU kept
+busy while the host dispatches and with the same cold L2 as step 05's kernels), random normal inputs. Writes step 05's CSV columns with kernel -2
 (FlashAttention-2) and -3 (cuDNN), so the rows sit beside a --bench --csv.
 --backward times the backward alone (torch.autograd.grad of O with a random dO, the forward run once
 before, its graph kept), with step 05's --bench --backward count (2.5x the forward's flops), beside a
@@ -13,11 +12,11 @@ before, its graph kept), with step 05's --bench --backward count (2.5x the forwa
 Needs PyTorch with CUDA, which the repository does not depend on and make
 check does not run (the lent H100 has it):
     python3 plots/sdpa_reference.py results/sdpa_fp16.csv [--causal] [--dtype bf16] [--backward]"""
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
+import torch_timer
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 args = sys.argv[1:]
@@ -53,21 +52,8 @@ for D in (64, 128):
                     call = lambda: torch.autograd.grad(o, (q, k, v), dout, retain_graph=True)
                 else:
                     call = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                for _ in range(3):
-                    call()
-                ms = []
-                # 10 calls back to back per event pair: only the first call's host dispatch is in
-                # the timed window, the others' overlap the kernel before them
-                for _ in range(10):
-                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    a.record()
-                    for _ in range(10):
-                        call()
-                    b.record()
-                    b.synchronize()
-                    ms.append(a.elapsed_time(b) / 10)
+                t = torch_timer.median_ms(call, warmup=3, repeat=10)
                 o = None
-            t = statistics.median(ms)
             tflops = (2.5 if backward else 1.0) * 4.0 * B * H * N * N * D / (2 if causal else 1) / t / 1e9
             line[kid] += f" {tflops:7.1f}"
             mode = "bench_backward" if backward else "bench"
