@@ -142,18 +142,20 @@ show_rung() {
         !hdr && /^\/\*/ { inhdr = 1 }
         inhdr { if ($0 ~ /\*\//) { inhdr = 0; hdr = 1 } next }
         !started && /^[ \t]*$/ { next }
-        { started = 1; printf "%s:%d: %s\n", FN, NR, $0 }' FN="$(basename "$1")" "$1" >"$tmp/rung"
+        { started = 1; printf "%s:%d: %s\n", FN, NR, $0 }' FN="$(basename "$1")" "$1" |
+        awk '{ l[NR] = $0 } END { n = NR; while (n > 0 && l[n] ~ /^[^:]*:[0-9]+: *$/) n--; for (i = 1; i <= n; i++) print l[i] }' >"$tmp/rung"
     cat "$tmp/rung"
     code "$1" "" kernel | awk 'NF' >"$tmp/own"
     own=$(grep -c . "$tmp/own")
     # the names it defines (a function or a static member: "name(" at the start of a declaration) that an ancestor defines
-    sed -n 's/^[[:space:]]*\(template <[^>]*>[[:space:]]*\)\{0,1\}\(static \|__device__ \|__host__ \|__forceinline__ \|inline \|constexpr \|const \|unsigned \|void \|int \|long \|float \|bool \|uint32_t \|uint64_t \|size_t \)\{1,\}[^ (=]* *\([A-Za-z_][A-Za-z0-9_]*\)(.*/\3/p' "$tmp/own" | sort -u >"$tmp/names"
+    { sed -nE 's/^[[:space:]]*(template <[^>]*>[[:space:]]*)?((static|__device__|__host__|__forceinline__|inline|constexpr|const|unsigned|void|int|long|float|bool|uint32_t|uint64_t|size_t|auto)[[:space:]]+)+([A-Za-z_][A-Za-z0-9_:<>,]*[[:space:]*&]+)?([A-Za-z_][A-Za-z0-9_]*)\(.*/\5/p' "$tmp/own"
+      sed -nE 's/^[[:space:]]*struct ([A-Za-z_][A-Za-z0-9_]*)[[:space:]]*\{.*/\1/p' "$tmp/own"; } | sort -u >"$tmp/names"
     rep=
     for nm in $(cat "$tmp/names"); do
         a=$2
         while [ -n "$a" ] && [ -f "$a" ]; do
-            ln=$(code "$a" "" kernel | grep -n "[^A-Za-z0-9_]$nm(" | grep -v ';[[:space:]]*$' | head -n 1 | cut -d: -f1)
-            if [ -n "$ln" ]; then rep="$rep$nm (its $(label "$a")'s at $(basename "$a"):$ln), "; break; fi
+            ln=$(code "$a" "" kernel | grep -nE "[^A-Za-z0-9_]$nm\(|struct $nm[[:space:]]*\{" | grep -v ';[[:space:]]*$' | head -n 1 | cut -d: -f1)
+            if [ -n "$ln" ]; then rep="$rep$nm ($(label "$a"), $(basename "$a"):$ln), "; break; fi
             inc=$(included_rung "$a"); [ -n "$inc" ] && a=$(dirname "$a")/$inc || a=
         done
     done
