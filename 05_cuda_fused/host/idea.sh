@@ -48,7 +48,8 @@ label() {
 number() { b=$(basename "$1"); b=${b#kernel}; b=${b#bwd}; b=${b#decode}; b=${b%%_*}; echo "${b#0}"; }
 rel() { echo "${1#"$top"/}"; }
 # the registry entry's fields
-field_n() { sed -n "s/.*\.$1 = \([0-9][0-9]*\).*/\1/p" "$2"; }
+# (the entry's first line: "    .id = 23, .extends = 22, .name = ...")
+field_n() { grep -E '^[[:space:]]*\.id = ' "$2" | sed -n "s/.*\.$1 = \([0-9][0-9]*\).*/\1/p"; }
 idea_text() { sed -n 's/^[[:space:]]*\.idea = "\(.*\)",[[:space:]]*$/\1/p' "$1" | head -n 1; }
 # included_rung FILE: the rung file FILE includes (a shared body's later rung), empty for a whole copy
 included_rung() { sed -n 's/^#include "\(\(kernel\|bwd\|decode\)[0-9][0-9]_[A-Za-z0-9_]*\.cu\)".*/\1/p' "$1" | head -n 1; }
