@@ -11,15 +11,22 @@
  * a run whose allocations would pass the limit is refused (OOM) and the
  * sweep goes on, the way the chapter's 8 GB card fails.
  *
+ * It also runs the chapter's Step 7 on the CPU (--time): naive and the tiled
+ * forward timed at N = 1024, 2048, 4096 in interleaved rounds, the medians and
+ * the crossover, if there is one.
+ *
  * Run:   make step02 && ./step02 --mem-limit 8G     (CPU: N = 1024 .. 8192)
  *        ./step02 --device gpu --mem-limit 8G       (GPU: N = 1024 .. 65536, fp16)
- *        ./step02 --seq-list 512,1024 --check
+ *        ./step02 --time [--repeat R]               (CPU wall-clock, R rounds per N, default 5)
+ *        ./step02 --check
  * Expect (last lines):
  *        answer: naive attention first fails at N = 8192 (needs 8.72 GB, limit 8.00 GB)
  *        answer: the tiled forward uses less than 1/10 of naive's memory from N = 2048 (33.6 MB vs 570.4 MB)
- * Limits: CPU times are single-threaded; the sweep to N = 8192 took 5 (8G) to
- *        6.5 (default) minutes on a shared 2-core machine (naive ~35 s at N = 4096, the tiled
- *        forward ~160 s at N = 8192); --seq-list gives a shorter one.
+ *        (--time) answer: naive is faster up to N = ..., the tiled forward from N = ... (or: not faster at any N)
+ * Limits: the CPU code is single-threaded; naive holds 8.6 GB at N = 8192 and
+ *        runs ~70 GFLOP there, so the sweep takes minutes (--seq-list gives a
+ *        shorter one); the probe's time column is one run each (--time is the
+ *        benchmark).
  */
 #define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include "common.h"
@@ -184,6 +191,156 @@ static int run_cpu(const Opts *o, const long *Ns, int nN, size_t limit, FILE *cs
     return EXIT_OK;
 }
 
+// --- Step 7 on the CPU: the wall-clock benchmark, interleaved ------------------------
+
+/* The chapter's Step 7 times naive and tiled attention at 1K, 2K and 4K. One run
+ * each on a shared machine says little (a busy spell lands on one method and not
+ * the other), so here each N gets R rounds, and each round runs both methods back
+ * to back on the same inputs: naive first in even rounds, tiled first in odd ones,
+ * so that neither always runs second. Per method the median of its R times; per N
+ * the median of the R per-round ratios naive/tiled (two runs of one round share
+ * the machine's state, so the ratio is steadier than either time). One round at
+ * the first N is a warm-up, not timed. The outputs are compared every round:
+ * never a time for code that computes garbage. */
+typedef struct {
+    long N;
+    int oom;                               /* naive's S and P did not fit under the limit */
+    double naive_ms, tiled_ms;             /* medians */
+    double naive_lo, naive_hi, tiled_lo, tiled_hi;
+    double speedup;                        /* median of naive/tiled per round: > 1 means tiled faster */
+    double max_diff;                       /* largest |naive - tiled| over every round */
+} TimeRow;
+
+/* The crossover: the first N of the sweep from which the tiled forward is faster at
+ * that N and every larger one (speed-up > 1, or naive did not fit). Returns its
+ * index, or -1 when naive is still faster at the largest N. */
+static int time_crossover(const TimeRow *t, int n)
+{
+    int from = -1;
+    for (int i = n - 1; i >= 0 && (t[i].oom || t[i].speedup > 1.0); i--) from = i;
+    return from;
+}
+
+/* The answer line of the chapter's Step 7 (and question 3's crossover). */
+static void time_answer(const TimeRow *t, int n, const Opts *o, long R, char *buf, size_t len)
+{
+    int x = time_crossover(t, n);
+    int w = snprintf(buf, len, "answer: ");
+    const char *how = "median of interleaved runs";
+    if (x < 0) {
+        const TimeRow *l = &t[n - 1];
+        snprintf(buf + w, len - w, "the tiled forward is not faster than naive at any N up to %ld here: at N = %ld naive "
+                 "%.0f ms, tiled %.0f ms (naive/tiled %.3fx; %s, %ld rounds, 1 thread, BR=%ld BC=%ld)", l->N, l->N,
+                 l->naive_ms, l->tiled_ms, l->speedup, how, R, o->BR, o->BC);
+    } else if (t[x].oom) {
+        snprintf(buf + w, len - w, "the tiled forward wins by infinity from N = %ld: naive does not fit there (%s, %ld "
+                 "rounds, 1 thread, BR=%ld BC=%ld)", t[x].N, how, R, o->BR, o->BC);
+    } else if (x == 0) {
+        snprintf(buf + w, len - w, "the tiled forward is faster than naive at every N of the sweep, from N = %ld: %.0f ms "
+                 "vs %.0f ms (naive/tiled %.3fx; %s, %ld rounds, 1 thread, BR=%ld BC=%ld)", t[0].N, t[0].tiled_ms,
+                 t[0].naive_ms, t[0].speedup, how, R, o->BR, o->BC);
+    } else {
+        const TimeRow *b = &t[x - 1], *a = &t[x];
+        snprintf(buf + w, len - w, "naive is faster up to N = %ld (%.0f ms vs tiled %.0f ms), the tiled forward from "
+                 "N = %ld (%.0f ms vs naive %.0f ms, naive/tiled %.3fx): the crossover on this CPU (%s, %ld rounds, "
+                 "1 thread, BR=%ld BC=%ld)", b->N, b->naive_ms, b->tiled_ms, a->N, a->tiled_ms, a->naive_ms,
+                 a->speedup, how, R, o->BR, o->BC);
+    }
+}
+
+/* The rounds at one N. order[] (may be NULL) receives the method of each timed run
+ * in turn, 'n' or 't', for --check. When naive does not fit, the tiled forward is
+ * still timed alone. Returns 0, or -1 if the two outputs disagree. */
+static int time_one_n(const Opts *o, long N, long R, int warmup, TimeRow *row, char *order)
+{
+    size_t n = (size_t)o->B * o->H * N * o->D;
+    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
+    float *on = xmalloc(n * 4, "naive O"), *ot = xmalloc(n * 4, "tiled O");
+    double *tn = xmalloc((size_t)R * sizeof(double), "times"), *tt = xmalloc((size_t)R * sizeof(double), "times");
+    double *sp = xmalloc((size_t)R * sizeof(double), "ratios");
+    int rc = 0, runs = 0;
+    make_qkv(q, k, v, n, o->seed);
+    memset(row, 0, sizeof *row);
+    row->N = N;
+    for (long r = -warmup; r < R && rc == 0; r++) {
+        double t[2] = {0, 0};                             /* t[0] naive, t[1] tiled */
+        for (int s = 0; s < 2 && rc == 0; s++) {
+            const int naive = (r & 1) ? s == 1 : s == 0;  /* even rounds naive first, odd rounds tiled first */
+            if (naive && row->oom) continue;
+            if (order && r >= 0) order[runs++] = naive ? 'n' : 't';
+            const double t0 = now_sec();
+            const int fail = naive ? naive_attention_cpu(q, k, v, on, o->B * o->H, N, o->D, 0)
+                                   : flash_forward_cpu(q, k, v, ot, o->B * o->H, N, o->D, o->BR, o->BC, 0, NULL);
+            t[!naive] = (now_sec() - t0) * 1e3;
+            if (fail && naive) row->oom = 1;              /* S and P over the limit: tiled goes on alone */
+            else if (fail) rc = -1;
+        }
+        if (rc) break;
+        if (!row->oom) {
+            for (size_t i = 0; i < n; i++) {
+                const double d = fabs((double)on[i] - ot[i]);
+                if (!(d <= row->max_diff)) row->max_diff = d;  /* NaN propagates */
+            }
+            if (!(row->max_diff < 1e-4)) { rc = -1; break; }
+        }
+        if (r < 0) continue;                              /* the warm-up round */
+        tn[r] = t[0]; tt[r] = t[1]; sp[r] = t[0] / t[1];
+    }
+    if (rc == 0) {
+        row->tiled_ms = median(tt, (int)R);               /* median() sorts: min and max after it */
+        row->tiled_lo = tt[0]; row->tiled_hi = tt[R - 1];
+        if (!row->oom) {
+            row->naive_ms = median(tn, (int)R);
+            row->naive_lo = tn[0]; row->naive_hi = tn[R - 1];
+            row->speedup = median(sp, (int)R);
+        }
+    }
+    if (order) order[runs] = 0;
+    tfree(q); tfree(k); tfree(v); tfree(on); tfree(ot); tfree(tn); tfree(tt); tfree(sp);
+    return rc;
+}
+
+static int run_time(const Opts *o, const long *Ns, int nN, long R, size_t limit, FILE *csv)
+{
+    char b1[32], ans[512];
+    TimeRow t[32];
+    mem_set_limit(limit);
+    printf("step02 --time: the chapter's Step 7 on the CPU, wall-clock of naive vs the tiled forward, fp32, B=%ld H=%ld "
+           "D=%ld, tiled BR=%ld BC=%ld, 1 thread, limit %s\n", o->B, o->H, o->D, o->BR, o->BC,
+           fmt_bytes((double)limit, b1, sizeof b1));
+    printf("each N: %ld rounds of naive and tiled back to back (naive first in even rounds, tiled first in odd), after one\n"
+           "warm-up round at the first N; the median of each method, and the median of the per-round ratio\n\n", R);
+    printf("%7s  %10s %21s  %10s %21s  %11s  %s\n", "N", "naive ms", "(min .. max)", "tiled ms", "(min .. max)",
+           "naive/tiled", "faster");
+    for (int i = 0; i < nN; i++) {
+        char rn[48], rt[48];
+        if (time_one_n(o, Ns[i], R, i == 0, &t[i], NULL) != 0) {
+            fprintf(stderr, "step02: naive and tiled disagree at N = %ld (max diff %.2e)\n", Ns[i], t[i].max_diff);
+            mem_set_limit(0);
+            return EXIT_FAIL;
+        }
+        snprintf(rn, sizeof rn, "(%.1f .. %.1f)", t[i].naive_lo, t[i].naive_hi);
+        snprintf(rt, sizeof rt, "(%.1f .. %.1f)", t[i].tiled_lo, t[i].tiled_hi);
+        if (t[i].oom)
+            printf("%7ld  %10s %21s  %10.1f %21s  %11s  tiled (naive does not fit)\n", Ns[i], "OOM", "", t[i].tiled_ms,
+                   rt, "");
+        else
+            printf("%7ld  %10.1f %21s  %10.1f %21s  %10.3fx  %s\n", Ns[i], t[i].naive_ms, rn, t[i].tiled_ms, rt,
+                   t[i].speedup, t[i].speedup > 1.0 ? "tiled" : "naive");
+        fflush(stdout);
+        if (csv)
+            for (int m = 0; m < 2; m++)
+                fprintf(csv, "cpu,fp32,%ld,%ld,%ld,%ld,%ld,%ld,%s,%s,%.3f,%.3f,%.3f,%ld,%.4f\n", o->B, o->H, Ns[i], o->D,
+                        o->BR, o->BC, m ? "tiled" : "naive", m == 0 && t[i].oom ? "oom" : "ok",
+                        m ? t[i].tiled_ms : t[i].naive_ms, m ? t[i].tiled_lo : t[i].naive_lo,
+                        m ? t[i].tiled_hi : t[i].naive_hi, R, t[i].speedup);
+    }
+    mem_set_limit(0);
+    time_answer(t, nN, o, R, ans, sizeof ans);
+    printf("\n%s\n", ans);
+    return EXIT_OK;
+}
+
 // --- checks -------------------------------------------------------------------------
 
 static int run_checks(Opts *o)
@@ -223,6 +380,45 @@ static int run_checks(Opts *o)
     report(hbm_standard(4096, 128) == 138412032.0 && hbm_flash(4096, 128) == 4194304.0, NULL, "probe/traffic-model",
            "N=4096 D=128: standard %.0f bytes, flash %.0f bytes (by hand: 138412032 and 4194304)", hbm_standard(4096, 128),
            hbm_flash(4096, 128));
+    /* --time: the rounds interleave, the outputs agree, the crossover rule reads the medians as the answer says. */
+    {
+        TimeRow row;
+        char order[64], ans[512];
+        const int rc = time_one_n(o, 48, 4, 1, &row, order);
+        report(!strcmp(order, "nttnnttn"), NULL, "time/interleaved", "4 rounds ran in the order %s (expected nttnnttn: "
+               "naive first in even rounds, tiled first in odd)", order);
+        report(rc == 0 && !row.oom && row.max_diff < 1e-5 && row.naive_lo <= row.naive_ms && row.naive_ms <= row.naive_hi &&
+               row.tiled_lo <= row.tiled_ms && row.tiled_ms <= row.tiled_hi && row.speedup > 0, NULL, "time/rounds",
+               "N=48: outputs agree every round (max diff %.1e), min <= median <= max for both (naive %.3f <= %.3f <= %.3f ms)",
+               row.max_diff, row.naive_lo, row.naive_ms, row.naive_hi);
+        mem_set_limit(limit);                                       /* naive refused at N = 512, tiled not */
+        const int rc2 = time_one_n(o, 512, 2, 0, &row, order);
+        mem_set_limit(0);
+        report(rc2 == 0 && row.oom && !strcmp(order, "ntt") && row.tiled_ms > 0, NULL, "time/naive-oom",
+               "N=512 over the limit: naive tried once and refused, the tiled forward timed alone in both rounds (order %s, "
+               "expected ntt; %.3f ms)", order, row.tiled_ms);
+        /* speed-ups naive/tiled at three N: the crossover is the first N from which tiled wins to the end */
+        static const double sp[][3] = {{0.8, 0.9, 1.1}, {0.8, 1.1, 0.9}, {1.2, 1.3, 1.4}, {0.8, 0.9, 0.95}, {0.8, 0.9, -1}};
+        static const int want[] = {2, -1, 0, -1, 2};
+        int all = 1;
+        for (int c = 0; c < 5; c++) {
+            TimeRow t[3];
+            memset(t, 0, sizeof t);
+            for (int j = 0; j < 3; j++) { t[j].N = 1024L << j; t[j].speedup = sp[c][j]; t[j].oom = sp[c][j] < 0; }
+            const int got = time_crossover(t, 3);
+            time_answer(t, 3, o, 5, ans, sizeof ans);
+            const int said = got < 0 ? strstr(ans, "not faster") != NULL
+                                     : strstr(ans, got == 0 ? "from N = 1024" : got == 1 ? "from N = 2048" : "from N = 4096") != NULL;
+            if (got != want[c] || !said) {
+                report(0, NULL, "time/crossover-rule", "speed-ups %.2f %.2f %.2f: crossover index %d, expected %d; answer '%s'",
+                       sp[c][0], sp[c][1], sp[c][2], got, want[c], ans);
+                all = 0;
+            }
+        }
+        if (all)
+            report(1, NULL, "time/crossover-rule", "5 cases: tiled wins from the 3rd N; loses at the last; wins at every N; "
+                   "never; naive OOM at the last (the answer line names that N, or says not faster)");
+    }
 #ifdef HAVE_CUDA
     if (gpu_available()) memprobe_gpu_checks();
     else report_skip("probe/gpu", "no CUDA device");
@@ -239,9 +435,12 @@ static void usage(const Opts *o)
     printf("usage: ./step02 [options]\n"
            "Peak memory of naive attention vs the tiled (CPU) or fused (GPU) forward over N (book Steps 1, 5).\n");
     print_common_usage(o);
-    printf("  --seq-list N1,N2,...   sequence lengths (default 1024..8192 on the CPU, 1024..65536 on the GPU)\n"
+    printf("  --seq-list N1,N2,...   sequence lengths (default 1024..8192 on the CPU, 1024..65536 on the GPU;\n"
+           "                         with --time 1024,2048,4096)\n"
            "  --mem-limit SIZE       refuse runs that would allocate more (8G, 512M, ...; default: CPU half the\n"
-           "                         physical memory, GPU the device's own)\n");
+           "                         physical memory, GPU the device's own)\n"
+           "  --time                 the chapter's Step 7 on the CPU instead of the probe: naive vs tiled wall-clock,\n"
+           "                         --repeat R interleaved rounds per N (default 5), medians, the crossover\n");
 }
 
 int main(int argc, char **argv)
@@ -250,12 +449,15 @@ int main(int argc, char **argv)
     long Ns[32];
     int nN = 0;
     size_t limit = 0;
+    int timing = 0, repeat_given = 0;
     opts_expand(&argc, &argv);
-    opts_init(&o, "step02", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_DEVICE | OPT_GPU_AS,
-              (1u << DT_FP32) | (1u << DT_FP16));
+    opts_init(&o, "step02", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_REPEAT | OPT_CSV | OPT_CHECK | OPT_DEVICE |
+              OPT_GPU_AS, (1u << DT_FP32) | (1u << DT_FP16));
     o.B = 2; o.H = 8; o.D = 64; o.BR = 64; o.BC = 64;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--repeat")) repeat_given = 1;
         if (opts_parse_common(&o, argc, argv, &i)) continue;
+        if (!strcmp(argv[i], "--time")) { timing = 1; continue; }
         if (!strcmp(argv[i], "--mem-limit")) { limit = parse_size("--mem-limit", opt_value(argc, argv, &i)); continue; }
         if (!strcmp(argv[i], "--seq-list")) {
             const char *a = argv[i], *s = opt_value(argc, argv, &i);
@@ -277,8 +479,11 @@ int main(int argc, char **argv)
     int gpu = o.device == DEV_GPU || (o.device == DEV_AUTO && gpu_available());
     if (!gpu && o.dtype != DT_FP32) usage_error("option --dtype: %s is for --device gpu; the CPU probe is fp32", dtype_name(o.dtype));
     if (gpu && !(o.given & OPT_GIVEN_DTYPE)) o.dtype = DT_FP16; /* the chapter's probe is fp16 on the GPU */
+    if (timing && gpu)
+        usage_error("option --time: the wall-clock benchmark here is the CPU's (--device cpu); on a GPU, ./step05 times naive against the fused kernels");
+    if (repeat_given && !timing) usage_error("option --repeat: it counts the timed rounds of --time; the memory probe runs each N once");
     if (nN == 0) {
-        long last = gpu ? 65536 : 8192;
+        long last = timing ? 4096 : gpu ? 65536 : 8192;
         for (long N = 1024; N <= last; N *= 2) Ns[nN++] = N;
     }
     for (int i = 0; i < nN; i++) { /* every size must fit size_t, also naive's 2*B*H*N*N */
@@ -287,6 +492,13 @@ int main(int argc, char **argv)
         (void)size_or_die("S and P: 2*B*H*N*N*sizeof", 2, (size_t)o.B * o.H, (size_t)Ns[i], (size_t)Ns[i], dtype_size(o.dtype));
     }
     if (o.check) return run_checks(&o);
+    if (timing) {
+        FILE *csv = o.csv ? csv_open(o.csv, "device,dtype,B,H,N,D,BR,BC,method,status,ms,ms_min,ms_max,rounds,speedup") : NULL;
+        if (!limit) limit = phys_mem_bytes() / 2;
+        int rc = run_time(&o, Ns, nN, o.repeat, limit, csv);
+        if (csv) fclose(csv);
+        return rc;
+    }
     FILE *csv = o.csv ? csv_open(o.csv, "device,dtype,B,H,N,D,method,status,peak_bytes,need_bytes,other_bytes,ms,limit_bytes") : NULL;
     int rc;
     if (gpu) {
