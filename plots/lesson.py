@@ -26,7 +26,7 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 GALLERY = os.path.join(ROOT, "plots", "gallery")
 LESSONS = ["README.md", "01_naive/README.md", "02_memprobe/README.md", "03_tiled_cpu/README.md",
            "04_online_softmax/README.md", "05_cuda_fused/README.md", "06_causal/README.md", "07_break_it/README.md",
-           "07_break_it/EXERCISES.md", "05_cuda_fused/GLOSSARY.md"]
+           "07_break_it/EXERCISES.md", "05_cuda_fused/RESULTS.md", "06_causal/RESULTS.md"]
 
 
 class DataError(Exception):
@@ -142,7 +142,16 @@ def part(name):
     return reg
 
 
-# (the parts are added below, lesson by lesson)
+def load_parts():
+    """The parts live in plots/lesson_parts/, a file per lesson (root.py, step01.py, ...), each `from lesson import
+    part, ...`: loaded here, in name order."""
+    import importlib.util
+    sys.modules.setdefault("lesson", sys.modules[__name__])
+    folder = os.path.join(ROOT, "plots", "lesson_parts")
+    for f in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if f.endswith(".py") and not f.startswith("_"):
+            spec = importlib.util.spec_from_file_location("lesson_parts_" + f[:-3], os.path.join(folder, f))
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
 
 # --- markers ----------------------------------------------------------------------------------------------------
@@ -153,7 +162,7 @@ VALUE = re.compile(r"(<!--v:([a-z0-9_\-]+)-->)(.*?)(<!--/v-->)", re.S)
 
 def render(name, md_path):
     if name not in PARTS:
-        raise DataError(f"no generated part named '{name}' in plots/lesson.py")
+        raise DataError(f"no generated part named '{name}' in plots/lesson_parts/")
     text = str(PARTS[name]())
     rel = os.path.relpath(GALLERY, os.path.dirname(os.path.join(ROOT, md_path)))
     return text.replace("%GALLERY%", rel)
@@ -207,6 +216,7 @@ def first_difference(have, want):
 
 
 def main(argv):
+    load_parts()
     mode = argv[1] if len(argv) > 1 else "--check"
     if mode not in ("--check", "--write", "--list"):
         print("usage: python3 plots/lesson.py [--check | --write | --list]", file=sys.stderr)
