@@ -1,7 +1,8 @@
 /*
- * fp8.cuh: what the FP8 kernels 15 and 16 share and is not their algorithm (as launch_tc.cuh is for
- * kernels 3-10): P's four e4m3 per register, and the launch (the tensor maps of K and V^T, kept while the
- * tensors are the same; the shared-memory opt-in; the grid of B*H*row tiles).
+ * fp8.cuh: what the FP8 kernels (15, 16, 17, 24) share and is not their algorithm, as launch_tc.cuh is for the
+ * forward's kernels 3-12: P's four e4m3 a register (pack4_e4m3), O's two outputs a word in fp16 or bf16 (pack_o2),
+ * and the launch (fp8_launch_d: the tensor maps of K and V^T, kept while the tensors are the same; the shared-memory
+ * opt-in; the grid of B*H*row tiles; log2(e)/sqrt(D), which each kernel multiplies by its tiles' scales).
  */
 #ifndef FP8_CUH
 #define FP8_CUH

@@ -1,15 +1,17 @@
 /*
- * Extends: kernel12_warp_specialized.cu; idea: Q, K, V in FP8 (e4m3) with scales: both products on wgmma's k = 32 FP8 path, twice the 16-bit rate
+ * Kernel 15: kernel 12 in FP8: Q, K and V stored as e4m3 bytes, both products on the tensor cores' FP8 path.
  *
- * Kernel 15: kernel 12 in FP8, the ladder's last rung.
- *
- * What changes over kernel 12 (one idea: store a byte per element and let the tensor cores multiply bytes).
- * fp8.c's header says what FP8 demands; here is where each demand lands:
+ * Extends kernel 12 (../forward/kernel12_warp_specialized.cu). The idea: store a byte per element and let the tensor
+ * cores multiply bytes: wgmma.m64nNk32.e4m3 takes k = 32 an instruction where 16 bits take k = 16. fp8.c's header says
+ * what FP8 demands; here is where each demand lands:
  *   - Q, K, V arrive as e4m3 bytes with scales (fp8_quantize): S8 = Q8 K8^T accumulates in fp32 on
  *     wgmma.m64nNk32.e4m3, and the scales come back once per tile, folded into the softmax's
  *     scale: sl2 = log2(e)/sqrt(D) s_q s_k(j), the same one multiply-add per score as before.
- *   - P is written to e4m3 in registers (cvt.rn.satfinite.e4m3x2, two scores an instruction) as 2^8 p, by
- *     subtracting m - 8 instead of m: free, and e4m3's flush to zero moves from p < 2^-10 to p < 2^-18.
+ *   - P is written to e4m3 in registers (cvt.rn.satfinite.e4m3x2, two scores an instruction). That works because of
+ *     the running max: p = 2^(s - m) lies in [0, 1] whatever the scores, so e4m3 rounds each weight by at most 2^-4
+ *     of itself (the scores could not be stored so: S rounds by 2^-4 of itself, at a score of 100 +-4, a factor of
+ *     e^4 on p; ./step05 --dtype fp8 --errors shows both). It is stored as 2^8 p, by subtracting m - 8 instead of
+ *     m: free, and e4m3's flush to zero moves from p < 2^-10 to p < 2^-18.
  *   - The second product takes P straight from those registers: S's accumulator gives a thread columns
  *     2t, 2t+1, 2t+8, 2t+9 of every 16 where the FP8 A operand wants 4t .. 4t+3, and instead of trading
  *     bytes between threads the quantizer stores V's keys in that order (fp8_key_perm), so the four bytes a
@@ -18,15 +20,16 @@
  *     tile is D rows of 128 keys, 128 bytes: the same swizzled layout as a 16-bit K tile of D = 64, so the
  *     descriptors are kernel 12's. K at D = 128 is 128 bytes a row too; at D = 64 it is 64 bytes a row and
  *     lands in the 64-byte swizzle (make_desc_sw64).
- *   - O = o s_v / l, written in fp16.
- * What it costs: the quantizer's pass over Q, K, V (on the host here; not timed, as FlashAttention-3's
- * benchmark takes FP8 inputs), V stored transposed, and the accuracy that fp8.c's table measures.
- * Everything else is kernel 12's, repeated on purpose so the file reads alone. Built only for sm_90a.
- *
- * Measured on the H100 (NVIDIA H100 80GB HBM3, ./step05 --dtype fp8 --bench, commit a2635ad, kernel 14 in fp16
- * interleaved in the same run): at D = 128, N = 8192, 741.0 TFLOP/s against kernel 14's 661.8 (1.12x; kernel
- * 12, which it extends, is slower than 14 in fp16); at D = 64, N = 8192, 626.1 against 487.6 (1.28x). The
- * e4m3 GEMM ceiling (cublasLt) in that run: 1487.0.
+ *   - O = o s_v / l, written in fp16 or bf16.
+ * Everything else is kernel 12's, repeated on purpose so the file reads alone (make idea K=15 shows the changes).
+ * Why: the two products are most of a tile's work, and the tensor cores run e4m3 at twice the 16-bit rate (on the
+ * H100, cublasLt's e4m3 GEMM 1487 TFLOP/s against cuBLAS's fp16 755).
+ * What it costs: the quantizer's pass over Q, K, V (fp8_quantize, or fp8_quantize_gpu for Q and K; the kernels' times
+ * leave it out, as FlashAttention-3's benchmark takes FP8 inputs), V stored transposed, and accuracy: e4m3's 3-bit
+ * mantissa gives an RMS error of about 2.7e-3 on Gaussian inputs where fp16 storage gives 2.2e-5 (fp8.c's table).
+ * Built only for sm_90a.
+ * Measured: H200, N = 4096: 735.9 TFLOP/s at D = 128, 1.14x kernel 14 in fp16 (kernel 12, which it extends, is slower
+ * than 14), 560.8 at D = 64, 1.24x; the runs, checks and profile: fp8/RESULTS.md#kernel-15.
  */
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>

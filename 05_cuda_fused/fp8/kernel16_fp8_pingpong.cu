@@ -1,28 +1,31 @@
 /*
- * Extends: kernel15_fp8.cu; idea: kernel 14's schedule in FP8: the softmax of tile j under P_{j-1} V_{j-1}, two warpgroups taking turns at the tensor cores
+ * Kernel 16: kernel 15 on kernel 14's schedule; the body of kernels 17 and 24.
  *
- * Kernel 16: kernel 15 on kernel 14's schedule.
- *
- * What changes over kernel 15 (one idea: in FP8 the products take half the time, so the softmax, which
- * does not get faster, is an even larger share of each tile, and hiding it matters more than in 16 bits).
- * Kernel 15 runs each warpgroup's tile in order: S = Q K^T, wait, softmax, P V, wait; the tensor cores
- * idle during every softmax. Kernels 13 and 14 (overlap.cuh) showed the two cures in 16 bits, and here
- * they are with kernel 15's FP8 products:
- *   - inside a warpgroup, S_j is issued together with P_{j-1} V_{j-1} and the softmax of S_j runs while
- *     the P V is still on the tensor cores (p_{j-1} kept in its own registers, pf, as FP8 A fragments);
- *   - between the two consumer warpgroups, named barriers hand the tensor cores back and forth (ping-pong):
- *     one warpgroup's products run under the other's softmax.
+ * Extends kernel 15 (kernel15_fp8.cu). The idea: in FP8 the products take half the time, so the softmax, which does
+ * not get faster, is an even larger share of each tile, and hiding it matters more than in 16 bits. Kernel 15 runs
+ * each warpgroup's tile in order: S = Q K^T, wait, softmax, P V, wait; the tensor cores idle during every softmax.
+ * Kernels 13 and 14 showed the two cures in 16 bits, and here they are with kernel 15's FP8 products:
+ *   - inside a warpgroup (kernel 13's), S_j is issued together with P_{j-1} V_{j-1} and the softmax of S_j runs
+ *     while the P V is still on the tensor cores (p_{j-1} kept in its own registers, pf, as FP8 A fragments);
+ *   - between the two consumer warpgroups (kernel 14's), named barriers hand the tensor cores back and forth
+ *     (ping-pong): one warpgroup's products run under the other's softmax.
  * Two consumer warpgroups at both D (BR = 128), as kernel 13: each holds S, O, p_{j-1} and Q at 240 registers.
- * What it costs: the registers of p_{j-1} (16 at BC = 128 in FP8, half of 16 bits' 32), one more mbarrier per
- * stage (K and V are released apart), and the turns' barriers. Everything else is kernel 15's (its FP8
- * products, scales, V's permuted layout, 2^8 p) and overlap.cuh's loop, repeated on purpose so that
- * kernel 15 against fp8_pingpong.cuh reads as one idea (make idea K=16). The code is fp8_pingpong.cuh with
- * POLY = 0, which kernel 17 shares. Built only for sm_90a.
+ * Everything else is kernel 15's (its FP8 products, scales, V's permuted layout, 2^8 p) and kernel 14's loop,
+ * repeated on purpose so that make idea K=16 reads as one idea.
+ * Why: kernel 15's tensor cores wait out every softmax: on the H100 (Nsight Compute, D = 128, N = 8192) its tensor
+ * pipe is busy 39% of the time, kernel 16's 43%.
+ * What it costs: the registers of p_{j-1} (16 at BC = 128 in FP8, half of 16 bits' 32), one more mbarrier per stage
+ * (K and V are released apart), the turns' barriers, and at D = 64 kernel 15's third consumer warpgroup (two here
+ * at both D, as kernel 13 against kernel 12 in 16 bits). Built only for sm_90a.
  *
- * Measured on the H100 (./step05 --dtype fp8 --bench, commit a2635ad, kernels 15 and 16 interleaved): at
- * D = 128, N = 8192, 812.2 TFLOP/s against kernel 15's 741.0 (+10%), 779.9 against 720.9 at N = 4096 (+8%);
- * at D = 64 it loses, 499.1 against 626.1 at N = 8192 (-20%): kernel 15 runs three consumer warpgroups there,
- * kernel 16 two (as kernel 13 against kernel 12 in fp16).
+ * The body, fp8_pingpong<D, P>, is kernels 17 and 24's too: it calls its policy P where they change it, and
+ * Fp8PingPong holds kernel 16's code for each hook: init_smem (shared memory of the policy's own), exp2_score (one
+ * score's exponential: kernel 17 computes some on the FMA pipes) and RowSums (how l is kept: kernel 24 leaves it to
+ * the tensor cores).
+ *
+ * Measured: H200, D = 128, N = 4096 / 16384: +6% / +8% over kernel 15 (778.5 / 790.0 TFLOP/s); at D = 64 15% slower
+ * (475.6 against 560.8 at N = 4096), where kernel 15 runs three consumer warpgroups; the runs and the profile:
+ * fp8/RESULTS.md#kernel-16.
  */
 #ifndef RUNG
 #define RUNG 16          // this file is the one compiled: its launcher and registry entry (the end) are built
@@ -41,6 +44,17 @@
 #include "../primitives/wgmma.cuh"
 
 // --- the kernel ------------------------------------------------------------------
+
+/* The tiles at head dim D, the same for every policy P but for P's own shared memory (its hooks: below). */
+template <int D, class P> struct Fp8PP {
+    static constexpr int NWG = 2;                         // consumer warpgroups, 64 rows each (FP8_QBLOCK)
+    static constexpr int BR = 64 * NWG, BC = FP8_KBLOCK, STAGES = 2;
+    static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
+    static constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;
+    static constexpr int TILE = BC * D;                   // one K tile [BC][D] or V^T tile [D][BC], bytes
+    static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + P::SMEM + 4 * 8 * STAGES + 1024; /* K, V^T; P's; mbarriers; alignment */
+    static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
+};
 
 /* Kernel 16's hooks, with kernel 16's code in them. Kernels 17 and 24 derive their policies from this one (17 from
  * 16, 24 from 17) and replace the hooks their idea changes; fp8_pingpong<D, P> below calls P's. */
@@ -77,17 +91,6 @@ struct Fp8PingPong {
             return lr;
         }
     };
-};
-
-/* The tiles at head dim D, the same for every policy but for P's shared memory. */
-template <int D, class P> struct Fp8PP {
-    static constexpr int NWG = 2;                         // consumer warpgroups, 64 rows each (FP8_QBLOCK)
-    static constexpr int BR = 64 * NWG, BC = FP8_KBLOCK, STAGES = 2;
-    static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
-    static constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;
-    static constexpr int TILE = BC * D;                   // one K tile [BC][D] or V^T tile [D][BC], bytes
-    static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + P::SMEM + 4 * 8 * STAGES + 1024; /* K, V^T; P's; mbarriers; alignment */
-    static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 
 template <int D, class P>

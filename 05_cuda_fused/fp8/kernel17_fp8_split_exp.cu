@@ -1,42 +1,26 @@
 /*
- * Extends: kernel16_fp8_pingpong.cu; idea: one exponential in eight on the FMA pipes (a cubic for 2^f) instead of the MUFU
+ * Kernel 17: kernel 16 with one exponential in eight computed on the FMA pipes.
  *
- * Kernel 17: kernel 16 with its exponentials split between two pipes.
- *
- * What Nsight Compute showed on kernel 16 (D = 128, N = 8192; the record has the run): the tensor pipe and the
- * MUFU (the "XU" pipe, 16 exponentials per clock per SM, against 8192 FP8 FLOP per clock on the tensor cores)
- * were each busy 45% of the time, and the softmax's exponentials held 48% of a consumer warp's samples: about
- * 1100 of the 2400 cycles a tile takes, twice the 528 that one warp's 66 MUFU instructions need (4 lanes per
- * scheduler), so the two consumer warps of a scheduler were in their exponentials at once. At D = 128 a score
- * costs 4D = 512 FLOP of products and one exponential: 8192 / 512 = 16 per clock, so the MUFU needs as many
- * cycles as the tensor cores. In 16 bits the products take twice as long; in FP8 they no longer hide it.
- *
- * The one idea (FlashAttention-4's, there for Blackwell): compute some of the exponentials without the MUFU.
- * 2^x = 2^floor(x) * 2^f with f in [0, 1): floor(x) by the add of 1.5 * 2^23 rounding down (the integer lands
- * in the mantissa's low bits), 2^f by a cubic (Horner, three FMAs; its largest relative error 7.5e-5, checked
- * on the CPU by fp8_exp2_poly, where e4m3's rounding of p is 6.25e-2), and 2^floor(x) by writing
- * floor(x) + 127 into a float's exponent. Nine instructions on the FMA and ALU pipes instead of one MUFU
- * instruction that holds the MUFU for eight cycles: POLY of every 16 scores a thread holds go that way
- * (POLY = 2: 1 in 8).
- * What it costs: 8 more issue slots per such score (the issue slots were 44% busy), four constants.
- *
- * How many: the sweep (the record) moved 0, 1, 2, 3, 4 and 5 of every 8 exponentials at D = 128, N = 8192,
- * against kernel 16 in the same runs: 1 in 8 gained 3.6-3.9%, 2 in 8 nothing, 3 in 8 lost 1%, 4 in 8 lost 6%,
- * 5 in 8 lost 11%.
- * The arithmetic above said the MUFU was the wall; the sweep says the issue slots are the next one, one
- * eighth away: nine instructions in place of one cost more issue time than the MUFU time they free.
- * Nsight Compute on the chosen split (same shape): MUFU pipe 46% -> 42% busy, issue slots 46% -> 54%,
- * tensor pipe 45% -> 46%, stalls on the MUFU's queue (mio throttle) halved.
- *
- * Measured on the H100 (./step05 --dtype fp8 --bench, kernels 15-17 interleaved, the 05 README's run): at
- * D = 128, 807.1 / 829.2 / 797.1 TFLOP/s at N = 4096 / 8192 / 16384 against kernel 16's 781.1 / 799.0 / 768.2
- * (+3-4%), causal 874.5 against 845.0 at N = 16384; at D = 64, +3-6% over kernel 16 and still behind kernel
- * 15's three consumer warpgroups. A small gain, near the machine's noise: five later default runs at D = 128
- * (on another machine, after O could be bf16) gave kernel 17 / kernel 16 = 0.99, 1.02, 1.02, 1.02, 1.02.
- * The aim of 900 at D = 128 is still 8% away.
- *
- * The code is kernel 16's, fp8_pingpong.cuh with POLY = 2: ex2_fma there, and the one line of the softmax
- * that reads POLY, are its only lines of its own (make idea K=17 shows the line). Built only for sm_90a.
+ * Extends kernel 16 (kernel16_fp8_pingpong.cu). The idea (FlashAttention-4's, there for Blackwell): compute some of
+ * the exponentials without the MUFU. 2^x = 2^floor(x) * 2^f with f in [0, 1): floor(x) by the add of 1.5 * 2^23
+ * rounding down (the integer lands in the mantissa's low bits), 2^f by a cubic (Horner, three FMAs; its largest
+ * relative error 7.5e-5, checked on the CPU by fp8_exp2_poly, where e4m3's rounding of p is 6.25e-2), and
+ * 2^floor(x) by writing floor(x) + 127 into a float's exponent. Nine instructions on the FMA and ALU pipes (ex2_fma)
+ * instead of one MUFU instruction that holds the MUFU for eight cycles: POLY of every 16 scores a thread holds go
+ * that way (POLY = 2: 1 in 8), the hook exp2_score.
+ * Why: the MUFU (the "XU" pipe, 16 exponentials per clock per SM) is as slow as the tensor cores here. At D = 128 a
+ * score costs 4D = 512 FLOP of products and one exponential, and the tensor cores do 8192 FP8 FLOP per clock per SM:
+ * 8192 / 512 = 16, the MUFU's rate. In 16 bits the products take twice as long; in FP8 they no longer hide it.
+ * Nsight Compute on kernel 16 (D = 128, N = 8192): the tensor pipe and the MUFU each busy 45% of the time, and the
+ * exponentials 48% of a consumer warp's samples: about 1100 of the 2400 cycles a tile takes, twice the 528 that one
+ * warp's 66 MUFU instructions need (4 lanes per scheduler), so the two consumer warps of a scheduler were in their
+ * exponentials at once.
+ * What it costs: 8 more issue slots per such score (the issue slots were 44% busy), four constants. That is why only
+ * 1 in 8: more costs issue slots faster than it frees the MUFU (2 in 8 gained nothing, 5 in 8 lost 11%): the issue
+ * slots are the next wall, one eighth away. Built only for sm_90a.
+ * Measured: H200, D = 128, N = 4096 / 8192 / 16384: +1.8% / +2.2% / +2.3% over kernel 16 (792.8 / 790.7 / 808.0
+ * TFLOP/s), 1.0-1.4% slower at D = 64 (the H100: +2-4% at D = 128): a small step, near the runs' spread; the sweep,
+ * the profiles and the runs: fp8/RESULTS.md#kernel-17.
  */
 #ifndef RUNG
 #define RUNG 17          // this file is the one compiled: its launcher and registry entry (the end) are built
@@ -60,6 +44,7 @@ __device__ __forceinline__ float ex2_fma(float x)
     return p * two_fl;
 }
 
+/* Kernel 17's policy: kernel 16's with one hook replaced, the exponential of a score. */
 struct Fp8SplitExp : Fp8PingPong {
     static constexpr int POLY = 2;                // of every 16 scores a thread holds, how many take ex2_fma
     static_assert(POLY >= 0 && POLY <= 16, "POLY of every 16 scores");
