@@ -116,8 +116,9 @@ EXTRA_CU_step06 := $(F05)/registry.cu $(wildcard $(F05)/forward/*.cu $(F05)/back
                    $(F05)/decode/decode01_transcription.cu 01_naive/naive_gpu.cu
 EXTRA_C_step06  := 04_online_softmax/flash.c
 # step07 runs step 06's causal forward (its mask, and the tile-relative bug it diagnoses) and checks the
-# breaks as step 06's training runs them (naive_backward.c); step 06 takes nothing of step 07's.
-EXTRA_C_step07  := 06_causal/causal.c 06_causal/naive_backward.c 01_naive/naive.c
+# breaks as step 06's training runs them (naive_backward.c); its FP8 break (break_fp8.c) rounds with step 05's
+# e4m3 (fp8/fp8.c, the CPU numerics). Steps 05 and 06 take nothing of step 07's.
+EXTRA_C_step07  := 06_causal/causal.c 06_causal/naive_backward.c 01_naive/naive.c $(F05)/fp8/fp8.c
 
 # The training of step 06 (./step06 --train) spends its time in loops over the model's channels
 # (y += a x, of unknown length at compile time), which gcc vectorizes only from -O3; the result is

@@ -1,11 +1,12 @@
-/* fp8.h: step 05's --dtype fp8 (fp8.c): attention with Q, K, V stored in FP8 (e4m3), the ladder's last rung.
+/* fp8.h: step 05's FP8 numerics (fp8.c): attention with Q, K, V stored in FP8 (e4m3), the ladder's last rung.
  *
- * The CPU half runs everywhere: e4m3 rounding written out, the Walsh-Hadamard rotation, the quantizers
- * (one scale per tensor, or per block), the FP8 attention loop the kernel transcribes, the FP8 emulation
- * of naive attention the check's tolerance comes from, and the error table. The GPU half (kernel15_fp8.cu)
- * runs the same loop on the tensor cores, kernel 16 (kernel16_fp8_pingpong.cu) runs it on kernel 14's schedule, and
- * kernel 17 (kernel17_fp8_split_exp.cu) computes part of its exponentials with fp8_exp2_poly's arithmetic, and
- * kernel 24 (kernel24_fp8_tc_sum.cu) leaves the row sums to the tensor cores. */
+ * The CPU half, which runs everywhere: e4m3 rounding written out, the Walsh-Hadamard rotation, the quantizers
+ * (one scale per tensor, or per block), the FP8 attention loop the kernels transcribe, the FP8 emulation of
+ * naive attention the checks' tolerance comes from. The GPU half: kernel15_fp8.cu runs the same loop on the
+ * tensor cores, kernel16_fp8_pingpong.cu on kernel 14's schedule, kernel17_fp8_split_exp.cu computes part of its
+ * exponentials with fp8_exp2_poly's arithmetic, kernel24_fp8_tc_sum.cu leaves the row sums to the tensor cores;
+ * fp8_quantize.cu is the quantizer on the GPU. The driver (--dtype fp8: checks, runs, benchmark, error table) is
+ * host/fp8.c; nothing here includes host/. */
 #ifndef FP8_H
 #define FP8_H
 
@@ -69,21 +70,17 @@ int fp8_key_perm(int L);
 int fp8_quantize(const float *q, const float *k, const float *v, long B, long H, long N, long D, Fp8Mode mode,
                  Fp8Tensors *t);
 void fp8_free(Fp8Tensors *t);
+/* V's element (key, d) of head h, in e4m3's value (unscaled), read back through the kernels' layout. */
+float fp8_v_at(const Fp8Tensors *t, long h, long key, long d);
 /* The attention loop kernel 15 transcribes, on the CPU: out [B, H, N, D] as the kernel's output (t->out). */
 void fp8_flash_cpu(const Fp8Tensors *t, int causal, float *out);
 /* Naive attention emulated in FP8 on the same quantized inputs: S in float64, P = softmax(S) stored in
  * e4m3 (as 2^8 P), O = P V rounded to fp16. Its error against float64 is the FP8 yardstick: a kernel may
  * be off by at most twice that (tol_fp8), as the 16-bit kernels by twice naive's error in 16 bits. */
 void fp8_naive_cpu(const Fp8Tensors *t, int causal, float *out);
+/* The same for the rows rows[0 .. nr) of every head only (rows NULL: all N): out [B*H][nr][D]. */
+void fp8_naive_rows(const Fp8Tensors *t, int causal, const long *rows, long nr, float *out);
 double tol_fp8(double naive_err);
-
-/* ./step05 --dtype fp8 [--check | --bench | --errors | --sanitize-shapes | --q --k --v FILE.npy [--out]]. The checks: fp8_cpu_checks (the
- * CPU half, anywhere) and, with a GPU, kernel 15's grid (fp8_checks does both, or says SKIP for the GPU's). */
-void fp8_cpu_checks(void);
-void fp8_checks(long only); /* only: 15, 16, 17, 24, or 0 for all */
-/* scaling: an Fp8Mode, the one whose O --out writes when --q/--k/--v give the reader's tensors (fp8_files: the
- * error of each scaling on them, on the CPU). */
-int fp8_main(const Opts *o, int bench, int errors, int sanitize, int scaling);
 
 /* --- the GPU half: the kernels (fp8/kernelNN_*.cu, registered as Fp8Kernel in ../kernels.h, their arguments
  * Fp8Args there) ------------------------------------------------------------------------------------------------ */

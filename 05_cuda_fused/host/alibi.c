@@ -1,19 +1,56 @@
 /*
  * alibi.c: step 05 with a score modifier, ALiBi (Press, Smith, Lewis 2022; the chapter's question 5):
- * -slope_h |i - j| added to head h's score (i, j) with absolute indices, before the row max, in the kernels
- * that take one (launch_alibi: kernels 2 and 3). ./step05 --alibi checks them against the float64
+ * -slope_h |i - j| added to head h's score (i, j) with absolute indices, before the row max, in the forward
+ * kernels that take one (launch_alibi in their registry entry). ./step05 --alibi checks them against the float64
  * reference with the same bias and times them with and without it; ./step05 --check runs the grid below.
  */
 #include "common.h"
 #include "gpu.h"
 #include "alibi.h"
-#include "driver.h"
+#include "runner.h"
 #include "../kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #ifdef HAVE_CUDA
+void alibi_kernel_ids(char *buf, size_t n)
+{
+    int nk;
+    const FusedKernel *const *ks = fused_kernels(&nk);
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < nk && used < n; i++)
+        if (ks[i]->launch_alibi) used += (size_t)snprintf(buf + used, n - used, "%s%d", used ? ", " : " (", ks[i]->id);
+    if (used && used < n) snprintf(buf + used, n - used, ")");
+}
+
+/* "kernel 2: fp32 D 16..128; kernel 3: fp16/bf16 D 64, 128": what each kernel with a score modifier takes, from
+ * its registry entry (its dtypes, and the head dims in 8..128 it is built for: up to three listed, more as a range). */
+static void alibi_kernels_take(char *buf, size_t n)
+{
+    int nk;
+    const FusedKernel *const *ks = fused_kernels(&nk);
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < nk && used < n; i++) {
+        const FusedKernel *k = ks[i];
+        if (!k->launch_alibi) continue;
+        used += (size_t)snprintf(buf + used, n - used, "%skernel %d:", used ? "; " : "", k->id);
+        for (int dt = 0, first = 1; dt < 3 && used < n; dt++)
+            if (k->dtypes & (1u << dt)) {
+                used += (size_t)snprintf(buf + used, n - used, "%s%s", first ? " " : "/", dtype_name(dt));
+                first = 0;
+            }
+        long dims[16], nd = 0;
+        for (long D = 8; D <= 128 && nd < 16; D += 8)
+            if (k->supports_dim(D)) dims[nd++] = D;
+        if (used < n && nd > 3) used += (size_t)snprintf(buf + used, n - used, " D %ld..%ld", dims[0], dims[nd - 1]);
+        for (long d = 0; d < nd && nd <= 3 && used < n; d++)
+            used += (size_t)snprintf(buf + used, n - used, "%s%ld", d ? ", " : " D ", dims[d]);
+    }
+}
 
 /* The yardstick of a kernel with ALiBi: what naive attention with the same bias, in the same dtype, gets
  * wrong on the rows r holds (computed here as naive_gpu.cu computes: scores in fp32 from the dtype's inputs,
@@ -150,13 +187,17 @@ int alibi_run(const Opts *o)
                atol, e.n_bad == 0 ? "ok" : "WRONG", ms_a, ms_p, 100.0 * (ms_a / ms_p - 1), o->repeat);
         ok &= e.n_bad == 0;
     }
-    if (!any) printf("  no kernel with a score modifier takes %s at D=%ld (kernel 2: fp32 D 16..128; kernel 3: fp16/bf16 D 64, 128)\n",
-                     dtype_name(o->dtype), o->D);
+    if (!any) {
+        char take[256];
+        alibi_kernels_take(take, sizeof take);
+        printf("  no kernel with a score modifier takes %s at D=%ld (%s)\n", dtype_name(o->dtype), o->D, take);
+    }
     dfree(slope_d);
     tfree(slope); tfree(full); tfree(r.ref);
     problem_free(&p);
     return ok ? EXIT_OK : EXIT_FAIL;
 }
 
-
+#else
+void alibi_kernel_ids(char *buf, size_t n) { if (n) buf[0] = '\0'; } /* a build without CUDA has no kernels to name */
 #endif /* HAVE_CUDA */

@@ -1,12 +1,12 @@
 /*
- * backward.c: step 05's backward, the host side. The float64 reference of
- * dQ, dK, dV; ./step05 --check's backward cases; ./step05 --backward (check,
- * then time, every backward kernel against the naive cuBLAS backward of step
- * 01, with their memory); ./step05 --bench --backward (FlashAttention's
- * shapes, TFLOP/s = 2.5 * 4 B H N^2 D / time, half of it causal); and the
- * shapes compute-sanitizer runs. The kernels are in bwdN_*.cu, registered in
- * kernels.h's backward registry; the forward that gives them O and L is the
- * highest-numbered forward kernel with launch_l that runs the case.
+ * backward.c: step 05's backward, the host side (backward.h). Its own science: the float64 reference of dQ, dK,
+ * dV, the gradients' tolerance, the forward's L that the kernels start from. Its runs: ./step05 --check's backward
+ * cases; ./step05 --backward (check, then time, every backward kernel against the naive cuBLAS backward of step
+ * 01, with their memory); ./step05 --bench --backward (FlashAttention's shapes, TFLOP/s = 2.5 * 4 B H N^2 D /
+ * time, half of it causal); and the shapes compute-sanitizer runs. The kernels are backward/bwdNN_*.cu,
+ * registered in kernels.h's backward registry; the forward that gives them O and L is the highest-numbered
+ * forward kernel with launch_l that runs the case. The problem, the grid's walk, the tables and the CSV are the
+ * runner's (runner.c).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -14,7 +14,7 @@
 #include "backward.h"
 #include "gpu.h"
 #include "../kernels.h"
-#include "driver.h"
+#include "runner.h"
 #include "../../01_naive/naive.h"
 
 #include <math.h>
@@ -135,7 +135,7 @@ int bwd_dim_ok(int dtype, long D)
 
 // --- one problem: inputs, the forward's O and L, the gradients ------------------------
 
-/* Q, K, V and dO from the seed, O and the gradients' room on the device (driver.c). */
+/* Q, K, V and dO from the seed, O and the gradients' room on the device (runner.c). */
 static void bp_make(Problem *p, long B, long H, long N, long D, int dtype, int causal, uint64_t seed)
 {
     problem_make(p, B, H, N, D, dtype, causal, seed, NULL);
@@ -410,38 +410,37 @@ static void check_case(long only, int dt, long B, long H, long N, long D, int ca
     problem_free(&p);
 }
 
+/* The grid's case (check_grid): B = 2, H = 3 at every N of CHECK_NS, causal or not. */
+static void grid_case(void *ctx, int dt, int b, long D, int a, long N, int causal)
+{
+    check_case(*(const long *)ctx, dt, 2, 3, N, D, causal,
+               7000 + 101 * (uint64_t)dt + 17 * (uint64_t)a + 3 * (uint64_t)b + (uint64_t)causal);
+}
+
+/* The backward's own cases after a head dim's grid, 16-bit only. */
+static void grid_extras(void *ctx, int dt, int b, long D)
+{
+    const long only = *(const long *)ctx;
+    if (dt == DT_FP32) return;
+    /* More K/V tiles than an SM count (96 heads x 3 tiles of 128 keys = 288, 2.2 per SM on 132): at B = 2,
+     * H = 3 every block of a persistent backward kernel, one per SM, takes one tile, and a tile after the first
+     * (its dK, dV restarted, the next K_j loaded under the last one's end) would go unchecked. */
+    for (int causal = 0; causal < 2; causal++)
+        check_case(only, dt, 4, 24, 257, D, causal, 7900 + 101 * (uint64_t)dt + 3 * (uint64_t)b + (uint64_t)causal);
+    /* More heads than a grid has rows (65535): the side passes (bwd_prep.cu) give each head a grid row and
+     * stride past that many, so a head after the 65535th is the one a missing stride would leave unwritten
+     * (poisoned: a FAIL), and a pass that refused so many heads would be a launch not run (a FAIL too, not a
+     * refusal of this GPU's). N = 2 keeps it small: 65537 x 2 rows, about 1.3 GB of host memory at D = 128. */
+    check_case(only, dt, 65537, 1, 2, D, 0, 7950 + 101 * (uint64_t)dt + 3 * (uint64_t)b);
+}
+
 void bwd_run_checks(long only)
 {
-    static const long Ns[] = CHECK_NS;
     static const long D32[] = {16, 32, 64, 128}, D16[] = {64, 128};
-    int nb;
-    const BackwardKernel *const *bs = bwd_kernels(&nb);
     gpu_refusals_quiet(1); /* a refused launch is a SKIP line with the refusal's words */
-    report_unavailable(1, only);
-    for (int dt = 0; dt < 3; dt++) {
-        if (gpu_dtype_unavailable(dt)) { report_skip(dtype_name(dt), "backward: %s", gpu_dtype_unavailable(dt)); continue; }
-        const long *Ds = dt == DT_FP32 ? D32 : D16;
-        const int nd = dt == DT_FP32 ? 4 : 2;
-        for (int b = 0; b < nd; b++) {
-            int any = 0;
-            for (int i = 0; i < nb; i++) any |= (!only || bs[i]->id == only) && bwd_runs(bs[i], dt, Ds[b]);
-            if (!any) continue;
-            for (size_t a = 0; a < N_CHECK_NS; a++)
-                for (int causal = 0; causal < 2; causal++)
-                    check_case(only, dt, 2, 3, Ns[a], Ds[b], causal, 7000 + 101 * dt + 17 * a + 3 * b + causal);
-            /* More K/V tiles than an SM count (96 heads x 3 tiles of 128 keys = 288, 2.2 per SM on 132): at B = 2,
-             * H = 3 every block of backward kernel 11, one per SM, takes one tile, and a tile after the first (its
-             * dK, dV restarted, the next K_j loaded under the last one's end) would go unchecked. */
-            if (dt != DT_FP32)
-                for (int causal = 0; causal < 2; causal++)
-                    check_case(only, dt, 4, 24, 257, Ds[b], causal, 7900 + 101 * dt + 3 * b + causal);
-            /* More heads than a grid has rows (65535): the side passes (bwd_prep.cu) give each head a grid row and
-             * stride past that many, so a head after the 65535th is the one a missing stride would leave unwritten
-             * (poisoned: a FAIL), and a pass that refused so many heads would be a launch not run (a FAIL too, not a
-             * refusal of this GPU's). N = 2 keeps it small: 65537 x 2 rows, about 1.3 GB of host memory at D = 128. */
-            if (dt != DT_FP32) check_case(only, dt, 65537, 1, 2, Ds[b], 0, 7950 + 101 * dt + 3 * b);
-        }
-    }
+    report_unavailable(FAM_BACKWARD, only);
+    const CheckGrid g = {FAM_BACKWARD, only, "backward: ", {D32, D16, D16}, {4, 2, 2}, 0, grid_case, grid_extras, &only};
+    check_grid(&g);
 }
 
 // --- timing --------------------------------------------------------------------------
@@ -527,7 +526,7 @@ int bwd_run_default(const Opts *o, FILE *csv, const BwdFiles *f)
     } else {
         bp_make(&p, o->B, o->H, o->N, o->D, o->dtype, o->causal, o->seed);
     }
-    const long stride = o->N <= 2048 ? 1 : 61;
+    const long stride = ref_stride(o->N);
     printf("reference: float64 on the CPU, %s of every head: dQ rows and dK, dV rows (keys)\n",
            stride == 1 ? "all rows" : "every 61st row");
     BwdRef r = ref_make(&p, stride);
@@ -564,16 +563,16 @@ int bwd_run_default(const Opts *o, FILE *csv, const BwdFiles *f)
     problem_need_L(&p);
     if (fk->launch_l(p.Q, p.K, p.V, p.O, p.L, p.B, p.H, p.N, p.D, p.dtype, p.causal, NULL) != 0) return EXIT_FAIL;
     gpu_sync_check();
-    double t_k[32], tol[3];
-    size_t peak_k[32];
-    Err ek[32][3];
+    double t_k[MAX_KERNELS], tol[3];
+    size_t peak_k[MAX_KERNELS];
+    Err ek[MAX_KERNELS][3];
     for (int g = 0; g < 3; g++) tol[g] = grad_tol(p.dtype, t_naive >= 0 ? naive_err[g] : 1e30, r.gmax);
-    for (int i = 0; i < nb && i < 32; i++) {
+    for (int i = 0; i < nb; i++) {
         const BackwardKernel *kb = bs[i];
         t_k[i] = -1;
         if (!opts_kernel(o, kb->id)) continue;
         if ((kb->dtypes & (1u << o->dtype)) && BWD_UNAVAILABLE(kb))
-            printf("  %-9s %-16s skipped: %s\n", kernel_label(1, kb->id, label, sizeof label), kb->name, BWD_UNAVAILABLE(kb));
+            printf("  %-9s %-16s skipped: %s\n", kernel_label(FAM_BACKWARD, kb->id, label, sizeof label), kb->name, BWD_UNAVAILABLE(kb));
         if (!bwd_runs(kb, o->dtype, o->D)) continue;
         const size_t wsb = kb->workspace(p.B, p.H, p.N, p.D, p.dtype);
         dmem_reset_peak();
@@ -585,7 +584,7 @@ int bwd_run_default(const Opts *o, FILE *csv, const BwdFiles *f)
                 fprintf(stderr, "%s: backward kernel %d failed to launch (this GPU refused nothing)\n", g_prog, kb->id);
                 return EXIT_FAIL;
             }
-            printf("  %-9s %-16s SKIP: %s\n", kernel_label(1, kb->id, label, sizeof label), kb->name, gpu_refused());
+            printf("  %-9s %-16s SKIP: %s\n", kernel_label(FAM_BACKWARD, kb->id, label, sizeof label), kb->name, gpu_refused());
             dfree(ws);  /* refused: not a failure, never timed (t_k stays -1) */
             continue;
         }
@@ -593,7 +592,7 @@ int bwd_run_default(const Opts *o, FILE *csv, const BwdFiles *f)
         grads_compare(&p, &r, tol, ek[i], full, rows);
         const int good = !ek[i][0].n_bad && !ek[i][1].n_bad && !ek[i][2].n_bad;
         printf("  %-9s %-16s dQ %.2e  dK %.2e  dV %.2e  (rel L2 %.1e %.1e %.1e)  %s\n",
-               kernel_label(1, kb->id, label, sizeof label), kb->name,
+               kernel_label(FAM_BACKWARD, kb->id, label, sizeof label), kb->name,
                ek[i][0].max_abs, ek[i][1].max_abs, ek[i][2].max_abs, ek[i][0].rel_l2, ek[i][1].rel_l2, ek[i][2].rel_l2,
                good ? "ok" : "WRONG");
         ok &= good;
@@ -607,13 +606,13 @@ int bwd_run_default(const Opts *o, FILE *csv, const BwdFiles *f)
                tol[1], tol[2]);
     if (f && (f->dq || f->dk || f->dv)) {                 /* the last kernel's gradients (its last timed run) */
         const BackwardKernel *last = NULL;
-        for (int i = 0; i < nb && i < 32; i++)
+        for (int i = 0; i < nb; i++)
             if (t_k[i] >= 0) last = bs[i];
         if (!last) {
             printf("no backward kernel ran: nothing written\n");
             ok = 0;
         } else {
-            printf("the gradients of %s (%s):\n", kernel_label(1, last->id, label, sizeof label), last->name);
+            printf("the gradients of %s (%s):\n", kernel_label(FAM_BACKWARD, last->id, label, sizeof label), last->name);
             if (save_grad(&p, p.dQ, f->dq, "dQ") || save_grad(&p, p.dK, f->dk, "dK") || save_grad(&p, p.dV, f->dv, "dV")) ok = 0;
         }
     }
@@ -629,11 +628,11 @@ int bwd_run_default(const Opts *o, FILE *csv, const BwdFiles *f)
         print_time_row("naive", "cuBLAS+softmax", t_naive, F / t_naive / 1e9, peak_naive, -1, NULL);
         if (csv) csv_row(csv, "backward", &p, 0, "cuBLAS+softmax", t_naive, F / t_naive / 1e9, peak_naive, worst_of(en, worst));
     }
-    for (int i = 0; i < nb && i < 32; i++) {
+    for (int i = 0; i < nb; i++) {
         if (t_k[i] < 0) continue;
         const BackwardKernel *kb = bs[i];
         kb->describe(p.D, p.dtype, desc, sizeof desc);
-        print_time_row(kernel_label(1, kb->id, label, sizeof label), kb->name, t_k[i], F / t_k[i] / 1e9, peak_k[i], t_naive,
+        print_time_row(kernel_label(FAM_BACKWARD, kb->id, label, sizeof label), kb->name, t_k[i], F / t_k[i] / 1e9, peak_k[i], t_naive,
                        desc);
         if (csv) csv_row(csv, "backward", &p, kb->id, kb->name, t_k[i], F / t_k[i] / 1e9, peak_k[i], worst_of(ek[i], worst));
         if (best < 0 || t_k[i] < best) best = t_k[i], best_k = kb;
@@ -649,15 +648,15 @@ int bwd_run_default(const Opts *o, FILE *csv, const BwdFiles *f)
     if (p.dtype != DT_FP32) printf(" and the fp32 dQ accumulator (B*H*N*D floats: %s)", fmt_bytes((double)p.n * 4, b1, sizeof b1));
     printf("\n");
     {
-        const FusedKernel *fl[32];
+        const FusedKernel *fl[MAX_KERNELS];
         int nf = 0, nk;
         const FusedKernel *const *ks = fused_kernels(&nk);
-        for (int i = 0; i < nk && nf < 32; i++)
+        for (int i = 0; i < nk; i++)
             if (ks[i]->launch_l && fused_runs(ks[i], p.dtype, p.D) && fused_fits(ks[i], p.dtype, p.D)) fl[nf++] = ks[i];
-        FwdCtx fc[64];
-        void (*fns[64])(void *) = {0};
-        void *ctx[64] = {0};
-        double ms[64];
+        FwdCtx fc[2 * MAX_KERNELS];                     /* each kernel without L, then with it */
+        void (*fns[2 * MAX_KERNELS])(void *) = {0};
+        void *ctx[2 * MAX_KERNELS] = {0};
+        double ms[2 * MAX_KERNELS];
         for (int i = 0; i < nf; i++)
             for (int w = 0; w < 2; w++) {
                 fc[2 * i + w] = (FwdCtx){fl[i], &p, w};
@@ -689,15 +688,15 @@ int bwd_run_bench(const Opts *o, FILE *csv)
            "dQ's conversion included, O and L from the forward not timed; naive: with its forward's P kept)\n",
            dtype_name(o->dtype), o->causal ? ", causal" : "", o->causal ? "2" : "4", o->repeat);
     printf("device: %s\n", gpu_describe());
-    int ids[34];
-    for (int i = 0; i < nb && i < 33; i++) ids[i + 1] = bs[i]->id;
+    int ids[MAX_KERNELS + 1];                            /* row 0 naive, row i + 1 the registry's kernel i */
+    for (int i = 0; i < nb; i++) ids[i + 1] = bs[i]->id;
     for (int b = 0; b < 2; b++) {
         const long D = Ds[b];
         if ((o->given & OPT_GIVEN_DIM) && D != o->D) continue; /* --dim: that table only */
         const FusedKernel *fk = fwd_with_l(o->dtype, D);
         if (!fk) continue;
-        double t[34][BENCH_COLS], tf[2][BENCH_COLS];
-        int have[34];
+        double t[MAX_KERNELS + 1][BENCH_COLS], tf[2][BENCH_COLS];
+        int have[MAX_KERNELS + 1];
         memset(have, 0, sizeof have);
         int col = 0;
         for (long N = BENCH_N0; N <= BENCH_N1; N *= 2, col++) {
@@ -720,20 +719,20 @@ int bwd_run_bench(const Opts *o, FILE *csv)
             if (P) naive_attention_gpu_ws(p.Q, p.K, p.V, p.O, p.B, p.H, N, D, o->dtype, o->causal, S, P, NULL);
             /* naive needs its forward's O nowhere: put the fused forward's O back */
             if (fk->launch_l(p.Q, p.K, p.V, p.O, p.L, p.B, p.H, p.N, p.D, p.dtype, p.causal, NULL) != 0) return EXIT_FAIL;
-            BwdCtx c[34];
+            BwdCtx c[MAX_KERNELS + 1];                   /* naive, then the kernels */
             FwdCtx fc[2] = {{fk, &p, 0}, {fk, &p, 1}};
-            void (*fns[36])(void *) = {0};
-            void *ctx[36] = {0};
-            int slot[36], n = 0;
+            void (*fns[MAX_KERNELS + 3])(void *) = {0};  /* and the forward without and with L */
+            void *ctx[MAX_KERNELS + 3] = {0};
+            int slot[MAX_KERNELS + 3], n = 0;
             if (P) c[n] = (BwdCtx){NULL, &p, S, P, NULL}, fns[n] = bwd_time_fn, ctx[n] = &c[n], slot[n++] = 0;
-            for (int i = 0; i < nb && i < 32; i++) {
+            for (int i = 0; i < nb; i++) {
                 if (!opts_kernel(o, bs[i]->id) || !bwd_runs(bs[i], o->dtype, D)) continue;
                 if (!bwd_fits(bs[i], o->dtype, D)) continue; /* refused here: a SKIP line after the table, never timed */
                 c[n] = (BwdCtx){bs[i], &p, NULL, NULL, ws}, fns[n] = bwd_time_fn, ctx[n] = &c[n], slot[n++] = i + 1;
             }
             fns[n] = fwd_time_fn, ctx[n] = &fc[0], slot[n++] = -1;   /* the forward without and with L */
             fns[n] = fwd_time_fn, ctx[n] = &fc[1], slot[n++] = -2;
-            double ms[36];
+            double ms[MAX_KERNELS + 3];
             gpu_time_interleaved_ms(fns, ctx, n, 2, (int)o->repeat, ms);
             const double F = bwd_flops(p.B, p.H, N, D, o->causal);
             if (!P) t[0][col] = -1, have[0] = 1;
@@ -754,7 +753,7 @@ int bwd_run_bench(const Opts *o, FILE *csv)
             dfree(S), dfree(P), dfree(ws);
             problem_free(&p);
         }
-        print_bench_table(1, D, 2.5 * 4.0 * 16384 * 2048 / (o->causal ? 2 : 1), ids, nb + 1 < 33 ? nb + 1 : 33,
+        print_bench_table(FAM_BACKWARD, D, 2.5 * 4.0 * 16384 * 2048 / (o->causal ? 2 : 1), ids, nb + 1,
                           (const double (*)[BENCH_COLS])t, have); /* 2.5 * 4*B*H*N*N*D with B*N = 16384, H*D = 2048 */
         for (int i = 0; i < nb; i++)
             if (opts_kernel(o, bs[i]->id) && bwd_runs(bs[i], o->dtype, D) && !bwd_fits(bs[i], o->dtype, D))
@@ -810,11 +809,11 @@ int bwd_run_sanitize(const Opts *o)
                     problem_free(&p);
                 }
         }
-    /* The persistent backward kernels (11, 12) once more where their blocks take several K/V tiles each (B = 4,
+    /* The persistent backward kernels (.persistent) once more where their blocks take several K/V tiles each (B = 4,
      * H = 24, N = 257: 288 tiles, more than any GPU's SMs): the ticket ring, kv_empty and a second item's K_j, V_j
      * are only exercised there. */
     for (int i = 0; i < nb; i++) {
-        if (bs[i]->id < 11 || !opts_kernel(o, bs[i]->id)) continue;
+        if (!bs[i]->persistent || !opts_kernel(o, bs[i]->id)) continue;
         for (long D = 64; D <= 128; D += 64) {
             const FusedKernel *fk = fwd_with_l(DT_FP16, D);
             if (!fk || !bwd_runs(bs[i], DT_FP16, D) || !bwd_fits(bs[i], DT_FP16, D)) continue;
@@ -831,12 +830,8 @@ int bwd_run_sanitize(const Opts *o)
             }
         }
     }
-    if (!ran) {
-        fprintf(stderr, "%s: --sanitize-shapes --backward: no backward kernel%s runs on this GPU\n", g_prog,
-                o->kernel ? " of that --kernel" : "");
-        return EXIT_USAGE;
-    }
-    return EXIT_OK;
+    return sanitize_end(ran, "--sanitize-shapes --backward: no backward kernel%s runs on this GPU",
+                        o->kernel ? " of that --kernel" : "");
 }
 
 #endif /* HAVE_CUDA */

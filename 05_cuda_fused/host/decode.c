@@ -11,16 +11,19 @@
  *
  * --check: every kernel on every shape of the grid below against the float64 reference of its rows, with
  * the tolerance of naive attention in the same dtype (2x its error, as for the forward); each run twice,
- * bit-identical; the paged kernel against the contiguous one, bit-identical; kernel 10 (the merge kernel
- * launched early) against kernel 9, bit-identical (11 against 10, 13 against 12 too); a block table pointing
- * outside the pool refused. The default run: one shape, checked, then timed. --bench: GB/s of cache read
- * (the bytes of K and V of every KV head of every sequence, each read once, over the time) against the
- * device's read bandwidth measured in the same run, at the shapes FlashAttention-2 and cuDNN were timed at
- * (plots/sdpa_decode.py), over the cache length for the picture, over the page size, and over n.
+ * bit-identical; the paged kernels against the contiguous one they extend, bit-identical; the rungs that change
+ * only when the work runs against the rung below, bit-identical; a block table pointing outside the pool
+ * refused. The default run: one shape, checked, then timed. --bench: GB/s of cache read (the bytes of K and V
+ * of every KV head of every sequence, each read once, over the time) against the device's read bandwidth
+ * measured in the same run, at the shapes FlashAttention-2 and cuDNN were timed at (plots/sdpa_decode.py), over
+ * the cache length for the picture, over the page size, and over n. The kernel lists, --kernel and the SKIP
+ * lines are the runner's (runner.c); the times, the table and the CSV are decode's own (us and GB/s of cache read
+ * against the device's bandwidth, not TFLOP/s against naive attention).
  */
 #include "common.h"
 #include "decode.h"
 #include "gpu.h"
+#include "runner.h"
 #include "../kernels.h"
 
 #include <math.h>
@@ -370,7 +373,30 @@ static double *reference(const DProb *p, double *naive_err)
 
 static int kernel_takes(const DecodeKernel *k, int dtype, long D)
 {
-    return (k->dtypes & (1u << dtype)) && k->supports_dim(D) && !DECODE_UNAVAILABLE(k) && !gpu_dtype_unavailable(dtype);
+    return runs_case(k->dtypes, k->supports_dim, k->unavailable, dtype, D);
+}
+
+/* The contiguous-cache kernel a paged kernel's pages are checked against: the rung its paged chain extends
+ * (decode kernel 5, the first paged one, extends 4). NULL if there is none. */
+static const DecodeKernel *contiguous_base(const DecodeKernel *k)
+{
+    for (int steps = 0; k && k->paged && steps < MAX_KERNELS; steps++) k = decode_kernel(k->extends);
+    return k && !k->paged ? k : NULL;
+}
+
+/* The rungs whose idea changes only when or how the work runs, not its sums: each one's O must equal the rung it
+ * extends bit for bit, on the same splits. The registry has no field that says so (the backward's dkdv_as says it
+ * for dK and dV), so they are named here, each with what it changes; NULL for the others. */
+static const char *same_sums_as_extends(const DecodeKernel *k)
+{
+    static const struct { int id; const char *what; } rungs[] = {
+        {10, "the merge kernel launched early (waiting in griddepcontrol.wait) against it launched after the split kernel"},
+        {11, "the merge's loads in one round against 8 at a time, twice"},
+        {13, "the first copies issued behind one trip to memory against three"},
+    };
+    for (size_t i = 0; i < sizeof rungs / sizeof rungs[0]; i++)
+        if (rungs[i].id == k->id) return rungs[i].what;
+    return NULL;
 }
 
 /* One launch of kernel k on p with workspace ws (allocated by the caller), its output poisoned first and
@@ -444,10 +470,10 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
         snprintf(name, sizeof name, "decode%d %s D=%ld Hq=%ld Hkv=%ld n=%ld %s rerun", k->id, dtype_name(dt), D, Hq, Hkv,
                  n, lens);
         report(!memcmp(out, again, p.nq * 4), NULL, name, "two runs bit-identical");
-        /* kernels 10 and 11 change only how the merge runs, not its sums, and kernel 13 only when the first copies
-         * start: each O bit for bit the kernel's before */
-        const DecodeKernel *kb = decode_kernel(k->id - 1);
-        if ((k->id == 10 || k->id == 11 || k->id == 13) && kb && kernel_takes(kb, dt, D)) {
+        /* a rung that changes only when or how the work runs: its O bit for bit the rung's below */
+        const DecodeKernel *kb = decode_kernel(k->extends);
+        const char *same = same_sums_as_extends(k);
+        if (same && kb && kernel_takes(kb, dt, D)) {
             if (!merged) merged = xmalloc(p.nq * 4, "the kernel before's O");
             void *wsb = ws_alloc(kb, &p);
             const int ran = dec_run(kb, &p, wsb, merged) == 0;
@@ -455,21 +481,18 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
             snprintf(name, sizeof name, "decode%d vs decode%d %s D=%ld Hq=%ld Hkv=%ld n=%ld %s", k->id, kb->id, dtype_name(dt),
                      D, Hq, Hkv, n, lens);
             /* the first run's O (`out`: its workspace zeroed, so a merge that did not wait would read zeros) */
-            report(ran && !memcmp(out, merged, p.nq * 4), NULL, name, "%s, the same splits: bit-identical", k->id == 10
-                   ? "the merge kernel launched early (waiting in griddepcontrol.wait) against it launched after the split kernel"
-                   : k->id == 11 ? "the merge's loads in one round against 8 at a time, twice"
-                   : "the first copies issued behind one trip to memory against three");
+            report(ran && !memcmp(out, merged, p.nq * 4), NULL, name, "%s, the same splits: bit-identical", same);
         }
-        const DecodeKernel *k4 = decode_kernel(4);
-        if (k->paged && k4 && kernel_takes(k4, dt, D)) { /* the same keys through the table, the same splits: the same output */
-            if (!contig) contig = xmalloc(p.nq * 4, "kernel 4's O");
-            p.a.splits = 3;                          /* kernels 4 and 5 choose their splits apart (their stages differ) */
+        const DecodeKernel *k4 = k->paged ? contiguous_base(k) : NULL;
+        if (k4 && kernel_takes(k4, dt, D)) { /* the same keys through the table, the same splits: the same output */
+            if (!contig) contig = xmalloc(p.nq * 4, "the contiguous kernel's O");
+            p.a.splits = 3;                          /* the two choose their splits apart (their stages differ) */
             void *ws4 = ws_alloc(k4, &p), *ws5 = ws_alloc(k, &p);
             const int ran = dec_run(k4, &p, ws4, contig) == 0 && dec_run(k, &p, ws5, out) == 0;
             p.a.splits = 0;
             dfree(ws4); dfree(ws5);
-            snprintf(name, sizeof name, "decode%d paged vs decode4 contiguous %s D=%ld Hq=%ld Hkv=%ld n=%ld %s page=%ld", k->id,
-                     dtype_name(dt), D, Hq, Hkv, n, lens, pages[lcase]);
+            snprintf(name, sizeof name, "decode%d paged vs decode%d contiguous %s D=%ld Hq=%ld Hkv=%ld n=%ld %s page=%ld", k->id,
+                     k4->id, dtype_name(dt), D, Hq, Hkv, n, lens, pages[lcase]);
             report(ran && !memcmp(out, contig, p.nq * 4), NULL, name, "pages shuffled%s, both on 3 splits: bit-identical to "
                    "the contiguous cache", B >= 2 ? ", sequences 0 and 1 sharing their first pages" : "");
         }
@@ -489,15 +512,11 @@ void decode_run_checks(long only)
     const DecodeKernel *const *ks = decode_kernels(&nk);
     for (int x = 0; x < nk; x++) any |= !only || ks[x]->id == only;
     if (!any) { report_skip("decode", "no decode kernel %ld", only); return; }
-    for (int x = 0; x < nk; x++) /* a kernel this GPU (or this build) cannot run: one SKIP line with the reason */
-        if ((!only || ks[x]->id == only) && DECODE_UNAVAILABLE(ks[x])) {
-            char name[32];
-            snprintf(name, sizeof name, "decode%d", ks[x]->id);
-            report_skip(name, "%s", DECODE_UNAVAILABLE(ks[x]));
-        }
+    report_unavailable(FAM_DECODE, only); /* a kernel this GPU (or this build) cannot run: one SKIP line with the reason */
     gpu_refusals_quiet(1); /* a refused launch is a SKIP line with the refusal's words */
+    /* Not the runner's check_grid: decode's grid is over cache lengths, heads and new rows, not N. */
     for (int dt = 0; dt < 3; dt++) {
-        if (gpu_dtype_unavailable(dt)) { report_skip(dtype_name(dt), "decode: %s", gpu_dtype_unavailable(dt)); continue; }
+        if (report_dtype_unavailable(dt, "decode: ")) continue;
         static const long D32[] = {16, 32, 64, 128}, D16[] = {64, 128};
         const long *Ds = dt == DT_FP32 ? D32 : D16;
         const int nd = dt == DT_FP32 ? 4 : 2;
@@ -551,26 +570,34 @@ static void tfn(void *c) { tfn_on(c, NULL); }
 static void time_kernels(const DecodeKernel *const *ks, int n, DProb *p, int copies, int reps, int repeat, int graph,
                          double *us)
 {
-    TCtx c[16];
-    GpuGraph *g[16] = {0};
-    void (*fns[16])(void *) = {0};
-    void *ctx[16] = {0};
+    TCtx c[MAX_KERNELS];
+    GpuGraph *g[MAX_KERNELS] = {0};
+    void (*fns[MAX_KERNELS])(void *) = {0};
+    void *ctx[MAX_KERNELS] = {0};
     for (int x = 0; x < n; x++) {
         c[x] = (TCtx){ks[x], p, copies, reps, ws_alloc(ks[x], p)};
         if (graph) { g[x] = gpu_graph_capture(tfn_on, &c[x]); fns[x] = gpu_graph_replay; ctx[x] = g[x]; }
         else { fns[x] = tfn; ctx[x] = &c[x]; }
     }
-    double ms[16];
+    double ms[MAX_KERNELS];
     gpu_time_interleaved_ms(fns, ctx, n, 2, repeat, ms);
     for (int x = 0; x < n; x++) { us[x] = ms[x] * 1e3 / reps; gpu_graph_free(g[x]); dfree(c[x].ws); }
 }
 
-static void csv_row(FILE *csv, const char *mode, const DecodeKernel *k, const DProb *p, double us)
+/* Decode's CSV: its shapes are a cache's (Hq over Hkv heads, L keys, n new rows, pages), its measure us and GB/s of
+ * cache read, so its columns are its own. A row per kernel timed (dec_csv_row), and the device's read bandwidth
+ * (csv_bandwidth: the bytes read, 2 GB, under cache_bytes; dtype "-" in the default run, whose row is no dtype's). */
+#define DECODE_CSV_HEADER "mode,kernel,name,dtype,B,Hq,Hkv,L,D,n,page,us,gbs,cache_bytes"
+static void csv_bandwidth(FILE *csv, const char *dtype, double gbs)
+{
+    if (csv) fprintf(csv, "bandwidth,0,read bandwidth,%s,0,0,0,0,0,0,0,0,%.1f,2147483648\n", dtype, gbs);
+}
+
+static void dec_csv_row(FILE *csv, const char *mode, const DecodeKernel *k, const DProb *p, double us)
 {
     if (!csv) return;
-    fprintf(csv, "%s,%d,%s,%s,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%.3f,%.1f,%.0f\n", mode, k ? k->id : 0, k ? k->name : "read bandwidth",
-            dtype_name(p ? p->dtype : DT_FP16), p ? p->B : 0, p ? p->Hq : 0, p ? p->Hkv : 0, p ? p->max_len : 0,
-            p ? p->D : 0, p ? p->n : 0, p ? p->page : 0, us, p ? cache_bytes(p) / us / 1e3 : 0, p ? cache_bytes(p) : 0);
+    fprintf(csv, "%s,%d,%s,%s,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%.3f,%.1f,%.0f\n", mode, k->id, k->name, dtype_name(p->dtype), p->B,
+            p->Hq, p->Hkv, p->max_len, p->D, p->n, p->page, us, cache_bytes(p) / us / 1e3, cache_bytes(p));
 }
 
 /* The lengths of the default run and the benchmark's rows: all L, or --lens, or --spread. */
@@ -614,7 +641,7 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
            dtype_name(o->dtype), naive_err, tol);
     int nk, ok = 1;
     const DecodeKernel *const *ks = decode_kernels(&nk);
-    const DecodeKernel *run[16] = {0};
+    const DecodeKernel *run[MAX_KERNELS] = {0};
     int nr = 0;
     float *out = xmalloc(p.nq * 4, "O"), *last = o->outfile ? xmalloc(p.nq * 4, "O to write") : NULL;
     for (int x = 0; x < nk; x++) {
@@ -655,8 +682,8 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
     }
     const double bw = dec_read_bandwidth_gbs((size_t)2 << 30, (int)o->repeat);
     printf("\nthe device's read bandwidth, measured: %.0f GB/s (2 GB read once, 16-byte loads, median of %ld)\n", bw, o->repeat);
-    if (csv) fprintf(csv, "bandwidth,0,read bandwidth,-,0,0,0,0,0,0,0,0,%.1f,2147483648\n", bw);
-    double us[16];
+    csv_bandwidth(csv, "-", bw);
+    double us[MAX_KERNELS];
     time_kernels(run, nr, &p, 1, 1, (int)o->repeat, 0, us);
     printf("times of one decode step (CUDA events around one launch, its launch latency included; interleaved, median of "
            "%ld); GB/s = the cache's bytes / time:\n", o->repeat);
@@ -665,15 +692,17 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
         run[x]->describe(&p.a, desc, sizeof desc);
         printf("  decode kernel %d %-15s %9.1f us %8.0f GB/s  %5.1f%% of the read bandwidth\n            %s\n", run[x]->id,
                run[x]->name, us[x], cache_bytes(&p) / us[x] / 1e3, 100.0 * cache_bytes(&p) / us[x] / 1e3 / bw, desc);
-        csv_row(csv, "default", run[x], &p, us[x]);
+        dec_csv_row(csv, "default", run[x], &p, us[x]);
         if (best < 0 || us[x] < us[best]) best = x;
     }
-    int k2 = -1;
-    for (int x = 0; x < nr; x++) if (run[x]->id == 2) k2 = x;
+    int k2 = -1;                                 /* the forward's kernel as it is: the rung above the transcription */
+    for (int x = 0; x < nr; x++)
+        if (decode_kernel(run[x]->extends) && decode_kernel(run[x]->extends)->extends == 0) k2 = x;
     if (best >= 0 && k2 >= 0 && ok)
         printf("\nanswer: the fastest here, decode kernel %d (%s), reads the cache at %.0f GB/s, %.0f%% of what the device "
-               "reads; the forward kernel as is (kernel 2, %ld blocks) takes %.2fx its time\n", run[best]->id, run[best]->name,
-               cache_bytes(&p) / us[best] / 1e3, 100.0 * cache_bytes(&p) / us[best] / 1e3 / bw, B * o->H, us[k2] / us[best]);
+               "reads; the forward kernel as is (kernel %d, %ld blocks) takes %.2fx its time\n", run[best]->id, run[best]->name,
+               cache_bytes(&p) / us[best] / 1e3, 100.0 * cache_bytes(&p) / us[best] / 1e3 / bw, run[k2]->id, B * o->H,
+               us[k2] / us[best]);
     tfree(out); tfree(last); tfree(ref); tfree(len);
     dprob_free(&p);
     return ok ? EXIT_OK : EXIT_FAIL;
@@ -681,8 +710,8 @@ static int run_default(const Opts *o, const DecodeOpts *d, FILE *csv)
 
 // --- --bench ---------------------------------------------------------------------------------------
 
-/* One row of a table: the kernels of ks that take the shape, timed on it (kernel 1 only while the cache is
- * at most 64 MB: it reads the cache once per query row, one thread each), printed as us and GB/s. */
+/* One row of a table: the kernels of ks that take the shape, timed on it (the transcription, .extends 0, only while
+ * the cache is at most 64 MB: it reads the cache once per query row, one thread each), printed as us and GB/s. */
 static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *label, long B, long Hq, long Hkv, long L,
                       long n, long page, const int *only_ids, int n_only, double bw)
 {
@@ -696,19 +725,19 @@ static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *la
     for (int c = 0; c < copies; c++)
         dprob_make(&ps[c], B, Hq, Hkv, 128, n, len, o->dtype, page, o->seed + (uint64_t)L + 101 * (uint64_t)c, 0, NULL, 0);
     p = ps[0];
-    const DecodeKernel *run[16] = {0};
+    const DecodeKernel *run[MAX_KERNELS] = {0};
     int nr = 0;
     for (int x = 0; x < nk; x++) {
         const DecodeKernel *k = ks[x];
         int want = !n_only;
         for (int y = 0; y < n_only; y++) want |= only_ids[y] == k->id;
         if (want && opts_kernel(o, k->id) && DECODE_UNAVAILABLE(k)) {
-            static int said_why[100];
-            if (k->id < 100 && !said_why[k->id]++) printf("  (decode kernel %d SKIP: %s; not timed)\n", k->id, DECODE_UNAVAILABLE(k));
+            static int said_why[MAX_KERNELS];          /* by the kernel's place in the registry: said once a run */
+            if (!said_why[x]++) printf("  (decode kernel %d SKIP: %s; not timed)\n", k->id, DECODE_UNAVAILABLE(k));
             continue;
         }
         if (!want || !opts_kernel(o, k->id) || !kernel_takes(k, o->dtype, 128)) continue;
-        if (k->id == 1 && cache_bytes(&p) > 64e6) continue;
+        if (k->extends == 0 && cache_bytes(&p) > 64e6) continue;
         void *ws = ws_alloc(k, &p); /* one launch first: a launch this GPU refuses is never timed ("-" in the table) */
         const int was_quiet = gpu_refusals_quiet(1);
         gpu_refusal_clear();
@@ -721,13 +750,13 @@ static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *la
             exit(EXIT_FAIL);
         }
         if (refused) {
-            static int said[100];
-            if (k->id < 100 && !said[k->id]++) printf("  (decode kernel %d SKIP: %s; not timed)\n", k->id, gpu_last_refusal());
+            static int said[MAX_KERNELS];
+            if (!said[x]++) printf("  (decode kernel %d SKIP: %s; not timed)\n", k->id, gpu_last_refusal());
             continue;
         }
         run[nr++] = k;
     }
-    double us[16];
+    double us[MAX_KERNELS];
     time_kernels(run, nr, ps, copies, 20, (int)o->repeat, 1, us);
     char b1[32];
     printf("  %-26s %9s", label, fmt_bytes(cache_bytes(&p), b1, sizeof b1));
@@ -739,7 +768,7 @@ static void bench_row(const Opts *o, FILE *csv, const char *mode, const char *la
         if (!want || !opts_kernel(o, ks[x]->id)) continue;
         if (at < 0) printf(" %17s", "-");
         else printf(" %8.1f %5.0f %2.0f%%", us[at], cache_bytes(&p) / us[at] / 1e3, 100.0 * cache_bytes(&p) / us[at] / 1e3 / bw);
-        if (at >= 0) csv_row(csv, mode, ks[x], &p, us[at]);
+        if (at >= 0) dec_csv_row(csv, mode, ks[x], &p, us[at]);
     }
     printf("\n");
     fflush(stdout);
@@ -770,7 +799,7 @@ static int run_bench(const Opts *o, FILE *csv)
            "%ld)\ndevice: %s\n", dtype_name(o->dtype), o->repeat, gpu_describe());
     const double bw = dec_read_bandwidth_gbs((size_t)2 << 30, (int)o->repeat);
     printf("the device's read bandwidth, measured: %.0f GB/s (2 GB read once, 16-byte loads)\n", bw);
-    if (csv) fprintf(csv, "bandwidth,0,read bandwidth,%s,0,0,0,0,0,0,0,0,%.1f,2147483648\n", dtype_name(o->dtype), bw);
+    csv_bandwidth(csv, dtype_name(o->dtype), bw);
     bench_header(o, "the shapes FlashAttention-2 and cuDNN were timed at (plots/sdpa_decode.py):", NULL, 0);
     static const struct { long B, Hq, Hkv, L; const char *label; } shapes[] = {
         {1, 32, 32, 4096, "B=1 32 heads L=4096"}, {1, 32, 32, 32768, "B=1 32 heads L=32768"},
@@ -785,19 +814,28 @@ static int run_bench(const Opts *o, FILE *csv)
             snprintf(label, sizeof label, "B=1 32/%d heads L=%ld", g ? 8 : 32, L);
             bench_row(o, csv, g ? "sweep-gqa" : "sweep-mha", label, 1, 32, g ? 8 : 32, L, 1, 64, NULL, 0, bw);
         }
-    static const int k45[] = {4, 5};
-    bench_header(o, "the page size (kernel 5) against the contiguous cache (kernel 4), B=8 32/8 heads L=8192:", k45, 2);
+    /* the page size: the first paged kernel against the contiguous one it extends; n: the contiguous cache's kernels
+     * above the transcription */
+    int nk, k45[2] = {0, 0}, k234[MAX_KERNELS], n234 = 0;
+    const DecodeKernel *const *ks = decode_kernels(&nk);
+    for (int x = 0; x < nk; x++) {
+        if (ks[x]->paged && !k45[1] && contiguous_base(ks[x])) k45[0] = contiguous_base(ks[x])->id, k45[1] = ks[x]->id;
+        if (!ks[x]->paged && ks[x]->extends != 0) k234[n234++] = ks[x]->id;
+    }
+    char title[160];
+    snprintf(title, sizeof title, "the page size (kernel %d) against the contiguous cache (kernel %d), B=8 32/8 heads L=8192:",
+             k45[1], k45[0]);
+    bench_header(o, title, k45, 2);
     for (long P = 16; P <= 256; P *= 2) {
         char label[64];
         snprintf(label, sizeof label, "page = %ld keys", P);
         bench_row(o, csv, "page", label, 8, 32, 8, 8192, 1, P, k45, 2, bw);
     }
-    static const int k234[] = {2, 3, 4};
-    bench_header(o, "new rows per sequence (speculative decoding's verify step), B=8 32/8 heads L=8192:", k234, 3);
+    bench_header(o, "new rows per sequence (speculative decoding's verify step), B=8 32/8 heads L=8192:", k234, n234);
     for (long n = 1; n <= 16; n *= 2) {
         char label[64];
         snprintf(label, sizeof label, "n = %ld", n);
-        bench_row(o, csv, "verify", label, 8, 32, 8, 8192, n, 64, k234, 3, bw);
+        bench_row(o, csv, "verify", label, 8, 32, 8, 8192, n, 64, k234, n234, bw);
     }
     return EXIT_OK;
 }
@@ -827,14 +865,15 @@ static int run_sanitize(const Opts *o)
             tfree(out);
             dprob_free(&p);
         }
-    /* a serving batch at D = 128 (fp16): 128 sequences x 4 KV heads, where decode kernel 6 takes two stages */
+    /* a serving batch at D = 128 (fp16): 128 sequences x 4 KV heads, where decode kernel 6 takes two stages; every
+     * kernel but the transcription */
     int lenb[DEC_CHECK_BATCH];
     for (int b = 0; b < DEC_CHECK_BATCH; b++) lenb[b] = 1 + (37 * b) % 130;
     DProb p;
     dprob_make(&p, DEC_CHECK_BATCH, 8, 4, 128, 1, lenb, DT_FP16, 64, 12, 1, NULL, 0);
     float *out = xmalloc(p.nq * 4, "O");
     for (int x = 0; x < nk; x++)
-        if (ks[x]->id > 1 && opts_kernel(o, ks[x]->id) && kernel_takes(ks[x], DT_FP16, 128)) {
+        if (ks[x]->extends != 0 && opts_kernel(o, ks[x]->id) && kernel_takes(ks[x], DT_FP16, 128)) {
             void *ws = ws_alloc(ks[x], &p);
             const int rc = dec_run(ks[x], &p, ws, out);
             dfree(ws);
@@ -845,13 +884,14 @@ static int run_sanitize(const Opts *o)
         }
     tfree(out);
     dprob_free(&p);
-    /* one long cache at D = 64 (fp16), the split kernels: 79 splits of one tile on the H200, so decode kernel 11's merge
-     * reads in three rounds, and its m_s and l_s with more splits than threads */
+    /* one long cache at D = 64 (fp16), the split kernels (those with a workspace: the splits' partial states): 79 splits
+     * of one tile on the H200, so decode kernel 11's merge reads in three rounds, and its m_s and l_s with more splits
+     * than threads */
     const int len1[1] = {5000};
     dprob_make(&p, 1, 8, 1, 64, 1, len1, DT_FP16, 256, 13, 1, NULL, 0);
     out = xmalloc(p.nq * 4, "O");
     for (int x = 0; x < nk; x++)
-        if (ks[x]->id > 2 && opts_kernel(o, ks[x]->id) && kernel_takes(ks[x], DT_FP16, 64)) {
+        if (ks[x]->workspace && opts_kernel(o, ks[x]->id) && kernel_takes(ks[x], DT_FP16, 64)) {
             void *ws = ws_alloc(ks[x], &p);
             if (dec_run(ks[x], &p, ws, out) != 0) return EXIT_FAIL;
             dfree(ws);
@@ -860,30 +900,25 @@ static int run_sanitize(const Opts *o)
         }
     tfree(out);
     dprob_free(&p);
-    if (!ran) {
-        fprintf(stderr, "%s: --sanitize-shapes --decode: no decode kernel of --kernel %ld-%ld runs\n", g_prog, o->kernel,
-                o->kernel_last);
-        return EXIT_USAGE;
-    }
-    return EXIT_OK;
+    return sanitize_end(ran, "--sanitize-shapes --decode: no decode kernel of --kernel %ld-%ld runs", o->kernel,
+                        o->kernel_last);
 }
 
 int decode_main(const Opts *o, const DecodeOpts *d, int bench, int sanitize)
 {
     int nk;
     const DecodeKernel *const *ks = decode_kernels(&nk);
-    if (o->kernel && (!decode_kernel((int)o->kernel) || !decode_kernel((int)o->kernel_last)))
-        usage_error("option --kernel: there is no decode kernel %ld (decode kernels 1..%d)",
-                    decode_kernel((int)o->kernel) ? o->kernel_last : o->kernel, nk ? ks[nk - 1]->id : 0);
+    kernel_option_exists(o, FAM_DECODE);
     if (o->check) { decode_run_checks(o->kernel); return report_finish(); }
     if (sanitize) return run_sanitize(o);
     if (gpu_dtype_unavailable(o->dtype)) usage_error("option --dtype: %s", gpu_dtype_unavailable(o->dtype));
-    int any = 0;                                 /* the default run at --dim, the benchmark at D = 128 */
+    int any = 0;      /* the default run at --dim, the benchmark at D = 128; a kernel this GPU runs (it is here, after
+                       * gpu_require: not the runner's kernel_option_check, which runs before and without a GPU) */
     for (int x = 0; x < nk; x++) any |= opts_kernel(o, ks[x]->id) && kernel_takes(ks[x], o->dtype, bench ? 128 : o->D);
     if (!any)
         usage_error("option --dtype/--dim/--kernel: no decode kernel runs %s at D=%ld%s", dtype_name(o->dtype),
                     bench ? 128 : o->D, o->kernel ? " with that --kernel" : "");
-    FILE *csv = o->csv ? csv_open(o->csv, "mode,kernel,name,dtype,B,Hq,Hkv,L,D,n,page,us,gbs,cache_bytes") : NULL;
+    FILE *csv = o->csv ? csv_open(o->csv, DECODE_CSV_HEADER) : NULL;
     const int rc = bench ? run_bench(o, csv) : run_default(o, d, csv);
     if (csv) fclose(csv);
     return rc;
