@@ -22,6 +22,9 @@
 
 /* The most kernels one family holds (the registry's capacity; the tables and lists that hold a family are this long). */
 enum { MAX_KERNELS = 32 };
+/* The pickers' memory (fused_fits, bwd_fits): an answer is kept per kernel id up to MAX_FIT_ID and per head dim
+ * D = 16, 32, .. MAX_FIT_D (the largest any kernel takes); a kernel or D beyond is asked every time. */
+enum { MAX_FIT_ID = 99, MAX_FIT_D = 128 };
 
 /* log2(e). Every kernel computes e^x as 2^(x log2 e), the exponential unit's instruction (ex2), so it keeps scores in
  * log2 units: s_ij log2(e) / sqrt(D), one multiply folded into the score's scale. */

@@ -106,10 +106,11 @@ static int fit_probe(int backward, const void *kernel, int dtype, long D)
 
 static int fits(int backward, int id, const void *kernel, int dtype, long D)
 {
-    static signed char known[2][100][DT_COUNT][9]; /* D = 16 .. 128 in steps of 16: 0 not asked, 1 fits, 2 not */
+    /* D = 16 .. MAX_FIT_D in steps of 16: 0 not asked, 1 fits, 2 not */
+    static signed char known[2][MAX_FIT_ID + 1][DT_COUNT][MAX_FIT_D / 16 + 1];
     static struct { int backward, id, dtype; long D; char why[320]; } no[64];   /* the refusals' words, kept */
     static int n_no;
-    if (id < 0 || id >= 100 || dtype < 0 || dtype >= DT_COUNT || D < 16 || D > 128 || D % 16)
+    if (id < 0 || id > MAX_FIT_ID || dtype < 0 || dtype >= DT_COUNT || D < 16 || D > MAX_FIT_D || D % 16)
         return fit_probe(backward, kernel, dtype, D);
     signed char *k = &known[backward][id][dtype][D / 16];
     if (!*k) {
