@@ -153,16 +153,16 @@ template <int D, typename T> struct Overlap {
             }
     }
 
-    /* Row `row` of O and L (this lane's h-th row; inv = 1 / l, lr = l) to global memory: lane t holds columns 2t and
-     * 2t+1 of each block of 8 columns, so D / 8 stores of 4 bytes (kernel 19: 16 bytes a lane). */
-    template <class B> static __device__ __forceinline__ void store_row(B &b, int h, float inv, float lr, T *Oh, long row)
+    /* The store of this lane's h-th row of O (inv = 1 / l) in two parts: quad_store, run by every lane (a row past N
+     * too: a shuffle needs the whole warp), and lane_store, run for a row < N only. Here each lane stores its own
+     * words: lane t holds columns 2t and 2t+1 of each block of 8 columns, so D / 8 stores of 4 bytes, and nothing is
+     * exchanged (kernel 19: the quad exchanges its words, then 16 bytes a lane). */
+    template <class B> static __device__ __forceinline__ void quad_store(B &, int, float, T *, long) {}
+    template <class B> static __device__ __forceinline__ void lane_store(B &b, int h, float inv, T *Oh, long row)
     {
-        if (row < b.N) {
 #pragma unroll
-            for (int n = 0; n < D / 8; n++)
-                *reinterpret_cast<uint32_t *>(Oh + row * D + n * 8 + 2 * b.t) = pack2<T>(b.o[4 * n + 2 * h] * inv, b.o[4 * n + 2 * h + 1] * inv);
-            b.store_l(h, lr, row);
-        }
+        for (int n = 0; n < D / 8; n++)
+            *reinterpret_cast<uint32_t *>(Oh + row * D + n * 8 + 2 * b.t) = pack2<T>(b.o[4 * n + 2 * h] * inv, b.o[4 * n + 2 * h + 1] * inv);
     }
 
     /* The launch: one block per (batch, head, row tile), K and V as tensor maps for the copy engine. Self: the rung's
@@ -421,15 +421,13 @@ template <int D, typename T, class P> struct OverlapBody {
             for (int off = 1; off <= 2; off *= 2) lr += __shfl_xor_sync(0xffffffffu, lr, off);
             const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
             const long row = orow_g + 8 * h;
-            P::store_row(*this, h, inv, lr, Oh, row);
+            P::quad_store(*this, h, inv, Oh, row);
+            if (row < N) {
+                P::lane_store(*this, h, inv, Oh, row);
+                if (L != nullptr && t == 0)   // the quad's four lanes hold the same m and l
+                    L[bh * N + row] = lr > 0.0f ? m[h] * 0.69314718055994531f + logf(lr) : -INFINITY; // L = m + log l
+            }
         }
-    }
-    /* L of this lane's h-th row (lr: its l summed over the quad), stored by one lane of the quad: they hold the same m
-     * and l. A row past N is never stored (the store hook's test). */
-    __device__ __forceinline__ void store_l(int h, float lr, long row)
-    {
-        if (L != nullptr && t == 0)
-            L[bh * N + row] = lr > 0.0f ? m[h] * 0.69314718055994531f + logf(lr) : -INFINITY; // L = m + log l
     }
 };
 
