@@ -1,6 +1,6 @@
-/* backward.h: step 05's backward (backward.c): the float64 reference of the
- * gradients, and the checks, the default run and the benchmark of the
- * backward kernels (bwdN_*.cu) against the naive cuBLAS backward. */
+/* backward.h: step 05's backward, the backward family's driver (backward.c): the float64 reference of the
+ * gradients, and the checks, the default run and the benchmark of the backward kernels (backward/bwdNN_*.cu)
+ * against the naive cuBLAS backward. */
 #ifndef BACKWARD_H
 #define BACKWARD_H
 

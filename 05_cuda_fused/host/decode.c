@@ -1,5 +1,5 @@
 /*
- * decode.c: ./step05 --decode, the host side of the decode kernels (decodeN_*.cu, registered in
+ * decode.c: ./step05 --decode, the host side of the decode kernels (decode/decodeNN_*.cu, registered in
  * kernels.h's decode registry).
  *
  * A decode problem: B sequences, each with its own cache length len_b (its n new rows included), Hq

@@ -1,6 +1,7 @@
-/* decode.h: step 05's --decode (decode.c): the decode kernels (decodeN_*.cu) checked against float64 and
- * timed in GB/s of cache read against the device's measured read bandwidth; and the device helpers of
- * decode_util.cu that it needs (a read-bandwidth probe, a random fill for the benchmark's large caches). */
+/* decode.h: step 05's --decode, the decode family's driver (decode.c): the decode kernels (decode/decodeNN_*.cu)
+ * checked against float64 and timed in GB/s of cache read against the device's measured read bandwidth; and the
+ * device helpers of decode_util.cu that it needs (a read-bandwidth probe, a random fill for the benchmark's large
+ * caches). */
 #ifndef DECODE_H
 #define DECODE_H
 
