@@ -389,6 +389,11 @@ def gen_out():
     return excerpt_where(GEN, keep)
 
 
+@part("s06-gen-diff")
+def gen_diff():
+    return grab(GEN, r"^check \(cpu\).*max \|diff\| (\S+)")
+
+
 @part("s06-gen-speedup")
 def gen_speedup():
     return grab(GEN, r"every layer \((\S+x)\)")
