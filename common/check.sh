@@ -28,5 +28,16 @@ echo "== the kernel ladder (make idea: every kernel extends the kernel its regis
 sh 05_cuda_fused/host/idea.sh --check >"$log" 2>&1
 cat "$log"
 pass=$((pass + $(grep -c '^PASS ' "$log"))); fail=$((fail + $(grep -c '^FAIL ' "$log")))
+echo "== the lessons' figures (plots/lesson.py: every generated table, output and number the READMEs quote, against its data)"
+if command -v "${PYTHON:-python3}" >/dev/null 2>&1; then
+    "${PYTHON:-python3}" plots/lesson.py --check >"$log" 2>&1
+    rc=$?
+    cat "$log"
+    p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log")
+    pass=$((pass + p)); fail=$((fail + f))
+    [ "$rc" -eq 0 ] || [ "$f" -gt 0 ] || { echo "FAIL lesson: plots/lesson.py --check exited $rc without a FAIL line"; fail=$((fail + 1)); }
+else
+    echo "SKIP lesson: no python3 here to regenerate the lessons' figures"; skip=$((skip + 1))
+fi
 echo "check: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

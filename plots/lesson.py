@@ -10,9 +10,9 @@ command on its first lines). In the markdown a generated part sits between marke
     <!-- /lesson:NAME -->
     text <!--v:NAME-->825.1<!--/v--> text     a value inside a sentence
 
-    python3 plots/lesson.py --check     PASS or FAIL per generated part (make check runs this); exit 1 on a FAIL
-    python3 plots/lesson.py --write     rewrite every generated part from the data
-    python3 plots/lesson.py --list      the parts and the files they come from
+    python3 plots/lesson.py --check [FILE.md ...]   PASS or FAIL per generated part (make check runs this); exit 1 on a FAIL
+    python3 plots/lesson.py --write [FILE.md ...]   rewrite the generated parts from the data (of the files named, or all)
+    python3 plots/lesson.py --list                  the parts and the files they are in
 
 A README whose generated part differs from what the data gives FAILs: a figure is typed once, by a run.
 Only the standard library: it runs where matplotlib is not installed.
@@ -91,7 +91,8 @@ def excerpt(name, pick, caption=True):
             start = next((i for i, l in enumerate(lines) if re.search(a, l)), None)
             if start is None:
                 raise DataError(f"plots/gallery/{name}: no line matches {a!r}")
-            end = next((i for i in range(start, len(lines)) if re.search(b, lines[i])), None)
+            # the end is searched from the line after the start when the two patterns are the same ("---" to "---")
+            end = next((i for i in range(start + (a == b), len(lines)) if re.search(b, lines[i])), None)
             if end is None:
                 raise DataError(f"plots/gallery/{name}: no line matches {b!r} after {a!r}")
             for i in range(start, end + 1):
@@ -221,9 +222,14 @@ def main(argv):
     if mode not in ("--check", "--write", "--list"):
         print("usage: python3 plots/lesson.py [--check | --write | --list]", file=sys.stderr)
         return 2
+    only = [os.path.relpath(os.path.abspath(f), ROOT) for f in argv[2:]]
+    for f in only:
+        if f not in LESSONS:
+            print(f"lesson.py: {f} is not one of the lessons ({', '.join(LESSONS)})", file=sys.stderr)
+            return 2
     failed = 0
     n = 0
-    for md in LESSONS:
+    for md in only or LESSONS:
         if not os.path.exists(os.path.join(ROOT, md)):
             continue
         for ok, name, detail in process(md, mode == "--write"):
