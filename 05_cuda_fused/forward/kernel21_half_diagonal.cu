@@ -1,38 +1,57 @@
 /*
- * Extends: kernel20_early_start.cu; idea: causal, warpgroup 0 leaves the diagonal tile's masked half out of its last P V
- * Code: overlap.cuh with PINGPONG = true, PERSIST = true, WIDE_O = true, CARRY = true, HALF_PV = true
- *
  * Kernel 21: kernel 20 doing less of the work the causal mask throws away.
  *
- * What changes over kernel 20 (one idea). With BR = BC = 128 a causal row tile's last K/V tile is its diagonal,
- * and of its 128 keys warpgroup 0 (rows 0-63 of the row tile) sees only the first 64: p = 0 for the other 64 in
- * every one of its rows. Kernels 14-20 multiply those zeros into O all the same (8 k steps of 16 keys); here
+ * Extends kernel 20 (kernel20_early_start.cu). The idea: with BR = BC = 128 a causal row tile's last K/V tile is its
+ * diagonal, and of its 128 keys warpgroup 0 (rows 0-63 of the row tile) sees only the first 64: p = 0 for the other 64
+ * in every one of its rows. Kernels 14-20 multiply those zeros into O all the same (8 k steps of 16 keys); here
  * warpgroup 0 issues the first 4. O changes by exact zeros only, so it stays bit for bit kernel 14's (--check).
  *
  * Why: at N = 512 a causal row tile visits 1 to 4 K/V tiles, and one of them is always the diagonal.
  *
- * What it costs: a branch on the warpgroup around the last P V, outside the tile loop (inside it, a shape chosen at
- * run time cost the whole loop: RESULTS.md, the half-width diagonal); S and the softmax of the diagonal stay full
- * width.
+ * What it costs: a branch on the warpgroup around the last P V, outside the tile loop (inside it, a shape chosen at run
+ * time cost the whole loop: RESULTS.md#kernel-21); S and the softmax of the diagonal stay full width.
  *
- * Measured on the H200 (./step05 --bench --dtype fp16|bf16 --causal, interleaved: --kernel 20-21 in one call, the
- * race's --kernel 14-21 in a second, each on a freshly started machine, 2026-11-27), against kernel 20 in the same
- * run, N = 512 ... 16384:
- *     fp16, D = 64:  +2.8% +1.0% +1.2% +1.7% +1.5% +1.2%   and +0.4% +0.8% +0.5% -0.3% +0.8% +1.0%
- *     fp16, D = 128: +1.0% +0.1% +0.1% -0.3% -0.7% -0.9%   and +0.9% +0.5% +0.2% -0.8% -0.8% -0.8%
- *     bf16, D = 64:  +3.1% +3.8% +0.8% +1.9% +0.5% +1.8%   and +1.0% +0.7% +0.4% +0.4% +0.7% +1.0%
- *     bf16, D = 128: +0.1% +1.3% +0.2% +0.1% -0.1% -0.8%   and +0.7% -0.2% +0.1% -1.0% -0.6% -1.3%
- * A gain of up to 4% at D = 64, where the 4 k steps left out are m64n64k16, and none at D = 128, where they are
- * m64n128k16 (not profiled). Without a mask the branch is never taken: -0.6% to +0.8% at D = 64, -0.7% to +0.9% at
- * D = 128 (bf16 -1.1% to +0.5%) in the race's run. Against cuDNN 9.19 (PyTorch 2.11 SDPA, the second call, fp16
- * causal): 92% and 94% at N = 512 and 1024 (D = 64), 91% and 99.7% (D = 128), then 99.4-111%.
+ * Measured: H200, causal, over kernel 20: up to +3.8% at D = 64 (bf16 at N = 1024; +0.4% to +2.8% in fp16), where the
+ * 4 k steps left out are m64n64k16, and none at D = 128 (-1.3% to +1.3%), where they are m64n128k16; the runs:
+ * RESULTS.md#kernel-21.
  */
-#include "overlap.cuh"
+#ifndef RUNG
+#define RUNG 21 // this file is the one compiled: its launcher and registry entry (the end) are built
+#endif
+#include "kernel20_early_start.cu" // the rung this one extends (.extends = 20): its body and its policy
 
+// --- the idea --------------------------------------------------------------------------------------------------
+
+template <int D, typename T> struct HalfDiagonal : EarlyStart<D, T> {
+    /* A row tile's last P V. Causal, the last K/V tile is the diagonal (j0 = i0: BR = BC), and warpgroup 0's 64 rows
+     * see only its first 64 keys; the other 64 have p = 0 in every row (masked, e^-inf), so their half of the last
+     * P V adds exact zeros: warpgroup 0 leaves it out, 4 of its 8 k steps (BC / 16). The branch is on a warp-uniform
+     * value (the shuffle tells the compiler so) and outside the tile loop (kernel 20's loop over items calls this
+     * hook after it). */
+    template <class B> static __device__ __forceinline__ void last_pv(B &b, long j)
+    {
+        const bool half = b.causal && __shfl_sync(0xffffffffu, b.wg, 0) == 0;   // warpgroup 0 on the diagonal
+        if (half) b.issue_pv(j, K13<D>::BC / 32);
+        else b.issue_pv(j);
+    }
+
+    static void describe(char *buf, size_t n);
+};
+
+// --- the launcher ------------------------------------------------------------------------------------------------
+
+template <int D, typename T> void HalfDiagonal<D, T>::describe(char *buf, size_t n)
+{
+    EarlyStart<D, T>::describe(buf, n);
+    const size_t used = strlen(buf);
+    snprintf(buf + used, n - used, "; causal: half the diagonal's P V in warpgroup 0");
+}
+
+#if RUNG == 21
 static int k21_launch_l(const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N, long D,
                         int dtype, int causal, void *stream)
 {
-    return overlap_launch_l<true, true, true, true, true>(21, q, k, v, o, Lp, B, H, N, D, dtype, causal, stream);
+    return overlap_launch<HalfDiagonal>(21, q, k, v, o, Lp, B, H, N, D, dtype, causal, stream);
 }
 
 static int k21_launch(const void *q, const void *k, const void *v, void *o, long B, long H, long N, long D, int dtype,
@@ -44,11 +63,7 @@ static int k21_launch(const void *q, const void *k, const void *v, void *o, long
 static void k21_describe(long D, int dtype, char *buf, size_t n)
 {
     (void)dtype;
-    overlap_describe(D, buf, n);
-    const size_t used = strlen(buf);
-    snprintf(buf + used, n - used, " + Q's %d bytes; one block per SM, row tiles from a counter; O stored 16 bytes a lane; "
-             "the next row tile's S issued behind the last P V; causal: half the diagonal's P V in warpgroup 0",
-             D == 64 ? K13<64>::QTILE : K13<128>::QTILE);
+    overlap_describe<HalfDiagonal>(D, buf, n);
 }
 
 static const FusedKernel kernel21 = {
@@ -58,3 +73,4 @@ static const FusedKernel kernel21 = {
     .describe = k21_describe, .unavailable = wgmma_unavailable, .launch_l = k21_launch_l, .persistent = 1,
 };
 FUSED_REGISTER(kernel21);
+#endif
