@@ -117,9 +117,13 @@ def cases():
 
 # --- fp16 ---------------------------------------------------------------------------------------------------------------
 
-@part("s04-fp16")
-def fp16():
-    return excerpt(FP16, [r"^-- the tiled forward:", r"^fp16: tiled max abs"])
+@part("s04-fp16-source")
+def fp16_source():
+    """The fp16 run, named: its figures are quoted inline."""
+    m = meta_and_lines(FP16)[0]
+    if not m.get("machine") or not m.get("command"):
+        raise DataError(f"plots/gallery/{FP16}: no identity lines")
+    return f"[{FP16}](%GALLERY%/{FP16})"
 
 
 @part("s04-fp16-tiled")
