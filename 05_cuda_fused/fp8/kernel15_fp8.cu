@@ -10,8 +10,8 @@
  *   - P is written to e4m3 in registers (cvt.rn.satfinite.e4m3x2, two scores an instruction). That works because of
  *     the running max: p = 2^(s - m) lies in [0, 1] whatever the scores, so e4m3 rounds each weight by at most 2^-4
  *     of itself (the scores could not be stored so: S rounds by 2^-4 of itself, at a score of 100 +-4, a factor of
- *     e^4 on p; ./step05 --dtype fp8 --errors shows both). It is stored as 2^8 p, by subtracting m - 8 instead of
- *     m: free, and e4m3's flush to zero moves from p < 2^-10 to p < 2^-18.
+ *     e^4 on p; step 07's break it in FP8, 07_break_it/break_fp8.c, measures both). It is stored as 2^8 p, by
+ *     subtracting m - 8 instead of m: free, and e4m3's flush to zero moves from p < 2^-10 to p < 2^-18.
  *   - The second product takes P straight from those registers: S's accumulator gives a thread columns
  *     2t, 2t+1, 2t+8, 2t+9 of every 16 where the FP8 A operand wants 4t .. 4t+3, and instead of trading
  *     bytes between threads the quantizer stores V's keys in that order (fp8_key_perm), so the four bytes a
@@ -26,8 +26,8 @@
  * H100, cublasLt's e4m3 GEMM 1487 TFLOP/s against cuBLAS's fp16 755).
  * What it costs: the quantizer's pass over Q, K, V (fp8_quantize, or fp8_quantize_gpu for Q and K; the kernels' times
  * leave it out, as FlashAttention-3's benchmark takes FP8 inputs), V stored transposed, and accuracy: e4m3's 3-bit
- * mantissa gives an RMS error of about 2.7e-3 on Gaussian inputs where fp16 storage gives 2.2e-5 (fp8.c's table).
- * Built only for sm_90a.
+ * mantissa gives an RMS error of about 2.7e-3 on Gaussian inputs where fp16 storage gives 2.2e-5 (the table of
+ * ./step05 --dtype fp8 --errors). Built only for sm_90a.
  * Measured: H200, N = 4096: 735.9 TFLOP/s at D = 128, 1.14x kernel 14 in fp16 (kernel 12, which it extends, is slower
  * than 14), 560.8 at D = 64, 1.24x; the runs, checks and profile: fp8/RESULTS.md#kernel-15.
  */
