@@ -1,0 +1,245 @@
+"""The generated parts of 05_cuda_fused/README.md (names s05-...): every table and number it quotes from a run, read
+from the recorded runs in plots/gallery/ (python3 plots/lesson.py --check / --write); the kernels' names and ideas
+come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line), so the table says what the code says.
+
+  step05_h200.txt            ./step05 on the H200's own build (the first screen)
+  bench_h200_fp16.csv        ./step05 --bench --dtype fp16: every fp16 kernel at FlashAttention's shapes
+  sdpa_h200_fp16.csv         plots/sdpa_reference.py: FlashAttention-2 and cuDNN at the same shapes, the same call
+  short_h200_fp16*.csv       the short-sequence runs: kernels 14-23 and cuDNN, non-causal and causal, one call
+  bench_backward_h200_fp16.csv, sdpa_backward_h200_fp16.csv     the backward, the same way
+  decode_h200_fp16.csv, sdpa_decode_h200_fp16.csv                decode against a KV cache
+  fp8_bench_h200.csv, fp8_errors_cpu.csv                         FP8's speed (H200) and its error (CPU)
+"""
+import glob
+import os
+import re
+
+from lesson import ROOT, DataError, excerpt, fmt, meta_and_lines, part, rows, source, table
+
+F05 = os.path.join(ROOT, "05_cuda_fused")
+
+
+def entry(prefix, n):
+    """(name, idea) of a kernel from its registry entry: prefix kernel, bwd or decode; forward and FP8 share numbers."""
+    pats = {"kernel": ["forward/kernel%02d_*.cu", "fp8/kernel%02d_*.cu"], "bwd": ["backward/bwd%02d_*.cu"],
+            "decode": ["decode/decode%02d_*.cu"]}[prefix]
+    for p in pats:
+        for f in glob.glob(os.path.join(F05, p % n)):
+            text = open(f).read()
+            name = re.search(r'^\s*\.id = \d+, \.extends = \d+, \.name = "([^"]*)"', text, re.M)
+            idea = re.search(r'^\s*\.idea = "(.*)",\s*$', text, re.M)
+            if name and idea:
+                return name.group(1), idea.group(1)
+    raise DataError(f"no registry entry for {prefix} {n} in 05_cuda_fused/")
+
+
+def tf(r):
+    return float(r["tflops"])
+
+
+def pick(rs, **kw):
+    out = [r for r in rs if all(str(r[k]) == str(v) for k, v in kw.items())]
+    if len(out) != 1:
+        raise DataError(f"{len(out)} rows match {kw}, expected one")
+    return out[0]
+
+
+# --- the first screen --------------------------------------------------------------------------------------------
+
+@part("s05-first")
+def first():
+    return excerpt("step05_h200.txt", [("range", r"^step05:", r"^answer \(fp16\)")])
+
+
+@part("s05-kernel1-ratio")
+def kernel1_ratio():
+    for line in meta_and_lines("step05_h200.txt")[1]:
+        m = re.search(r"^  kernel 1 .* ([\d.]+x) naive$", line)
+        if m:
+            return m.group(1)
+    raise DataError("step05_h200.txt: no kernel 1 line")
+
+
+# --- the forward ladder ------------------------------------------------------------------------------------------
+
+BENCH, SDPA = "bench_h200_fp16.csv", "sdpa_h200_fp16.csv"
+
+
+def ladder(ids, N=4096):
+    rs = rows(BENCH, mode="bench", causal=0)
+    body = []
+    naive = [pick(rs, kernel=0, N=N, D=D) for D in (64, 128)]
+    body.append(["naive", "cuBLAS S = Q K^T, a softmax kernel, cuBLAS O = P V; S and P in memory"] +
+                [fmt(tf(r)) for r in naive] + [""])
+    for k in ids:
+        name, idea = entry("kernel", k)
+        here = [pick(rs, kernel=k, N=N, D=D) for D in (64, 128)]
+        e = int(re.search(r"\.extends = (\d+)", open(glob.glob(os.path.join(F05, "forward", "kernel%02d_*.cu" % k))[0]).read()).group(1))
+        below = [r for r in rs if r["kernel"] == str(e) and r["N"] == str(N)]
+        if len(below) == 2:
+            rel = " / ".join(f"{100 * tf(a) / tf(b):.0f}%" for a, b in zip(here, sorted(below, key=lambda r: int(r["D"]))))
+            rel += f" of {e}"
+        else:
+            rel = ""
+        body.append([f"{k}", f"**{name}**: {idea}"] + [fmt(tf(r)) for r in here] + [rel])
+    return table(["kernel", "the one idea", "D = 64", "D = 128", "against the kernel it extends"], body,
+                 ["---:", "---", "---:", "---:", "---:"]) + f"\n\n<sub>TFLOP/s at N = {N}, fp16; " + source(BENCH) + "</sub>"
+
+
+@part("s05-ladder-all")
+def ladder_all():
+    return ladder(range(3, 10))
+
+
+@part("s05-ladder-hopper")
+def ladder_hopper():
+    return ladder([10, 11, 12, 13, 14, 18, 19, 20, 21, 22, 23])
+
+
+@part("s05-ceiling")
+def ceiling():
+    r = rows(BENCH, mode="ceiling")
+    if len(r) != 1:
+        raise DataError(f"{BENCH}: {len(r)} ceiling rows")
+    return fmt(tf(r[0]))
+
+
+def best_vs(bench, sdpa, causal, Ns, ids=None, mode="bench"):
+    """Per D and N: the best kernel (of ids) and its TFLOP/s, FlashAttention-2's and cuDNN's, the ratio to cuDNN."""
+    rs = [r for r in rows(bench, mode=mode, causal=causal) if int(r["kernel"]) > 0 and (ids is None or int(r["kernel"]) in ids)]
+    ss = rows(sdpa, mode=mode, causal=causal)
+    body = []
+    for D in (64, 128):
+        for N in Ns:
+            here = [r for r in rs if r["N"] == str(N) and r["D"] == str(D)]
+            if not here:
+                raise DataError(f"{bench}: no kernel at N = {N}, D = {D}")
+            b = max(here, key=tf)
+            fa2, cud = (pick(ss, kernel=k, N=N, D=D) for k in (-2, -3))
+            body.append([f"D = {D}", f"{N}", f"{b['kernel']}", fmt(tf(b)), fmt(tf(fa2)), fmt(tf(cud)),
+                         f"{100 * tf(b) / tf(cud):.1f}%"])
+    return table(["", "N", "best kernel", "TFLOP/s", "FlashAttention-2", "cuDNN", "best / cuDNN"], body,
+                 ["---", "---:", "---:", "---:", "---:", "---:", "---:"])
+
+
+@part("s05-vs-sdpa")
+def vs_sdpa():
+    return (best_vs(BENCH, SDPA, 0, (512, 1024, 2048, 4096, 8192, 16384)) +
+            "\n\n<sub>fp16; " + source(BENCH, "kernels") + "; " + source(SDPA, "FlashAttention-2 and cuDNN") + "</sub>")
+
+
+SHORT = "short_h200_fp16.csv"
+SHORT_SDPA, SHORT_SDPA_C = "short_sdpa_h200_fp16.csv", "short_sdpa_h200_fp16_causal.csv"
+SHORT_C = "short_h200_fp16_causal.csv"
+
+
+@part("s05-short")
+def short():
+    out = []
+    for c, b, s in ((0, SHORT, SHORT_SDPA), (1, SHORT_C, SHORT_SDPA_C)):
+        out.append(("**causal**\n\n" if c else "**not causal**\n\n") + best_vs(b, s, c, (512, 1024, 2048)))
+    return "\n\n".join(out) + ("\n\n<sub>fp16, kernels 14 and 18-23; " + source(SHORT, "kernels") + "; " +
+                               source(SHORT_SDPA, "cuDNN") + "; the causal runs the same with `--causal`</sub>")
+
+
+# --- the backward ------------------------------------------------------------------------------------------------
+
+BWD, BWD_SDPA = "bench_backward_h200_fp16.csv", "sdpa_backward_h200_fp16.csv"
+
+
+@part("s05-backward")
+def backward():
+    rs = rows(BWD, mode="bench_backward", causal=0)
+    ss = rows(BWD_SDPA, mode="bench_backward", causal=0)
+    body = []
+    naive = [pick(rs, kernel=0, N=4096, D=D) for D in (64, 128)]
+    body.append(["naive", "cuBLAS for the five products, P stored"] + [fmt(tf(r)) for r in naive])
+    for k in range(2, 13):
+        name, idea = entry("bwd", k)
+        here = [pick(rs, kernel=k, N=4096, D=D) for D in (64, 128)]
+        body.append([f"B{k}", f"**{name}**: {idea}"] + [fmt(tf(r)) for r in here])
+    for kid, name in ((-2, "FlashAttention-2"), (-3, "cuDNN")):
+        body.append([name, "through PyTorch, the same call"] + [fmt(tf(pick(ss, kernel=kid, N=4096, D=D))) for D in (64, 128)])
+    return (table(["kernel", "the one idea", "D = 64", "D = 128"], body, ["---:", "---", "---:", "---:"]) +
+            "\n\n<sub>backward TFLOP/s (2.5x the forward's FLOPs) at N = 4096, fp16; " + source(BWD, "kernels") + "; " +
+            source(BWD_SDPA, "FlashAttention-2 and cuDNN") + "</sub>")
+
+
+SHORT_BWD, SHORT_BWD_SDPA = "short_backward_h200_fp16.csv", "short_sdpa_backward_h200_fp16.csv"
+SHORT_BWD_C, SHORT_BWD_SDPA_C = "short_backward_h200_fp16_causal.csv", "short_sdpa_backward_h200_fp16_causal.csv"
+
+
+@part("s05-backward-short")
+def backward_short():
+    out = []
+    for c, b, s in ((0, SHORT_BWD, SHORT_BWD_SDPA), (1, SHORT_BWD_C, SHORT_BWD_SDPA_C)):
+        out.append(("**causal**\n\n" if c else "**not causal**\n\n") + best_vs(b, s, c, (512, 1024, 2048), mode="bench_backward"))
+    return "\n\n".join(out) + ("\n\n<sub>backward, fp16, kernels 8-12; " + source(SHORT_BWD, "kernels") + "; " +
+                               source(SHORT_BWD_SDPA, "cuDNN") + "; the causal runs the same with `--causal`</sub>")
+
+
+# --- decode --------------------------------------------------------------------------------------------------------
+
+DEC, DEC_SDPA = "decode_h200_fp16.csv", "sdpa_decode_h200_fp16.csv"
+
+
+@part("s05-decode")
+def decode():
+    rs, ss = rows(DEC, mode="anchor"), rows(DEC_SDPA, mode="anchor")
+    bw = float(rows(DEC, mode="bandwidth")[0]["gbs"])
+    shapes = sorted({(int(r["B"]), int(r["Hq"]), int(r["Hkv"]), int(r["L"])) for r in ss},
+                    key=lambda s: (s[2] != s[1], s[3] * s[0]))
+    best = max(int(r["kernel"]) for r in rs)
+    body = []
+    for B, Hq, Hkv, L in shapes:
+        sel = dict(B=B, Hq=Hq, Hkv=Hkv, L=L)
+        k = pick(rs, kernel=best, **sel)
+        fa2, cud = (pick(ss, kernel=x, **sel) for x in (-2, -3))
+        body.append([f"{B}", f"{Hq} / {Hkv}", f"{L}", f"{float(k['us']):.1f}", f"{float(k['gbs']):.0f}",
+                     f"{float(fa2['us']):.1f}", f"{float(cud['us']):.1f}", f"{float(cud['us']) / float(k['us']):.2f}x"])
+    return (table(["B", "heads (query / KV)", "cache length L", f"decode {best}: us", "GB/s", "FlashAttention-2: us",
+                   "cuDNN: us", "cuDNN's time / ours"], body) +
+            f"\n\n<sub>one new row per sequence, D = 128, fp16; the read bandwidth measured in that run {bw:.0f} GB/s; " +
+            source(DEC, "kernels") + "; " + source(DEC_SDPA, "FlashAttention-2 and cuDNN") + "</sub>")
+
+
+# --- FP8 -------------------------------------------------------------------------------------------------------------
+
+FP8, FP8_ERR = "fp8_bench_h200.csv", "fp8_errors_cpu.csv"
+
+
+@part("s05-fp8")
+def fp8():
+    rs = rows(FP8, mode="bench")
+    ceil = {r["dtype"]: tf(r) for r in rows(FP8, mode="ceiling")}
+    ids = sorted({int(r["kernel"]) for r in rs})
+    body = []
+    for k in ids:
+        if k == 14:
+            name, idea = entry("kernel", 14)
+            idea = "the best fp16 kernel of the same schedule, for scale"
+        else:
+            name, idea = entry("kernel", k)
+        cells = []
+        for D, N in ((64, 4096), (128, 4096), (128, 16384)):
+            cells.append(fmt(tf(pick(rs, kernel=k, D=D, N=N))))
+        body.append([f"{k}", f"**{name}**: {idea}"] + cells)
+    return (table(["kernel", "the one idea", "D = 64, N = 4096", "D = 128, N = 4096", "D = 128, N = 16384"], body,
+                  ["---:", "---", "---:", "---:", "---:"]) +
+            f"\n\n<sub>TFLOP/s, not causal; the chip's GEMM in that run: cuBLAS fp16 {ceil.get('fp16', 0):.0f}, cublasLt e4m3 "
+            f"{ceil.get('fp8', 0):.0f}; " + source(FP8) + "</sub>")
+
+
+@part("s05-fp8-errors")
+def fp8_errors():
+    rs = rows(FP8_ERR)
+    body = []
+    for r in rs:
+        if r["N"] != "1024" or r["D"] != "64":
+            continue
+        body.append([r["inputs"], "yes" if r["causal"] == "1" else "no", f"{float(r['fp16_rms']):.1e}",
+                     f"{float(r['tensor_rms']):.1e}", f"{float(r['block_rms']):.1e}", f"{float(r['hadamard_rms']):.1e}",
+                     f"{float(r['max_score']):.0f}"])
+    return (table(["inputs", "causal", "fp16 storage", "FP8, a scale per tensor", "a scale per block", "blocks + Hadamard",
+                   "largest score"], body, ["---", "---", "---:", "---:", "---:", "---:", "---:"]) +
+            "\n\n<sub>RMS error of O against float64, N = 1024, D = 64; " + source(FP8_ERR) + "</sub>")
