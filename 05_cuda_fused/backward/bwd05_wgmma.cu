@@ -154,6 +154,7 @@ struct BwdWgThread {
     uint32_t k_w, v_w;                            // K_w, V_w: its warpgroup's 64 keys of K_j, V_j
     long bh, jt, i_begin;                         // the item: (batch, head), K/V tile, its first row tile
     long kw0, key0;                               // its warpgroup's first key; this lane's: key0 (rows g) and key0 + 8
+    float *dq_part;                               // kernels 10-12: its warpgroup's buffer for dQ's part (shared memory)
 };
 
 /* A consumer's row tile: its queries, its stage of the ring, and ds^T's buffer. */
@@ -181,6 +182,7 @@ template <class A> __device__ __forceinline__ void bwd_wg_scores(float *acc, uin
  * policy from its predecessor's and replaces what its idea changes), with kernel 5's code in each. */
 struct B5Policy {
     static constexpr int DQ_SMEM = 0;             /* shared memory for dQ's part on its way out: none, it leaves from registers */
+    static constexpr int DQ_PART = 0;             /* floats of it per consumer warpgroup */
     static constexpr int ITEM_SMEM = 0;           /* shared memory for a ring of items: none, one item a block */
     static constexpr bool ITEM_LOOP = false;      /* the consumers' walk runs once: the block's one item */
 
@@ -453,7 +455,8 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
         const long j0 = jt * BC, i_begin = causal ? j0 / BR * BR : 0;
         const long kw0 = j0 + 64 * wg;                // this warpgroup's 64 keys
         const long key0 = kw0 + 16 * wiw + g;         // this lane's keys: key0 (accumulator rows g) and key0 + 8
-        const BwdWgThread w = {wg, wiw, lane, g, t, qblk, dblk, k_w, v_w, bh, jt, i_begin, kw0, key0};
+        const BwdWgThread w = {wg, wiw, lane, g, t, qblk, dblk, k_w, v_w, bh, jt, i_begin, kw0, key0,
+                                 reinterpret_cast<float *>(base_ptr + C::OFF_DQ) + wg * P::DQ_PART};
 
         /* dK_w, dV_w: 64 keys x D per warpgroup, fp32, for the whole walk; flat
          * (the wgmma wrappers take D/2 floats), element 4 n + e is kernel 2's dk[n][e] */
