@@ -139,7 +139,7 @@ __device__ __forceinline__ void kernel3_tile(const T *__restrict__ Q,  // [B, H,
                 s[n][e] = (col >= N || (causal && col > row_g)) ? -INFINITY : s[n][e] * scale_log2;
                 s[n][2 + e] = (col >= N || (causal && col > row_g8)) ? -INFINITY : s[n][2 + e] * scale_log2;
                 if constexpr (ALIBI) {                        // aside: ALiBi's -slope |i - j| goes with the mask,
-                    const float sl = slope[bh] * 1.4426950408889634f;              // aside: in log2 units
+                    const float sl = slope[bh] * LOG2E;                                           // aside: in log2 units
                     s[n][e] -= sl * (float)(row_g > col ? row_g - col : col - row_g);             // aside
                     s[n][2 + e] -= sl * (float)(row_g8 > col ? row_g8 - col : col - row_g8);      // aside
                 }                                                                                 // aside

@@ -242,7 +242,7 @@ static int launch_dt(const void *q, const void *k, const void *v, void *o, float
     if (maps.get(k, v, B * H, N, D, S::BC, dtype, "kernel 11")) return -1;
     if (smem_opt_in(kernel11_tma<D, T>, S::bytes, "kernel", 11, D)) return -1;
     const long row_tiles = (N + K11_BR - 1) / K11_BR;
-    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
+    const float scale_log2 = softmax_scale_log2(D);
     kernel11_tma<D, T><<<(unsigned)(B * H * row_tiles), K11_WARPS * 32, S::bytes, s>>>(
         (const T *)q, (const T *)k, (const T *)v, (T *)o, Lp, N, row_tiles, causal, scale_log2, maps.k, maps.v);
     CUDA_CHECK_LAST();

@@ -262,7 +262,7 @@ static int launch_dt(const void *q, const void *k, const void *v, void *o, float
     if (maps.get(k, v, B * H, N, D, C::BC, dtype, "kernel 12")) return -1;
     if (smem_opt_in(kernel12_warp_specialized<D, T>, C::bytes, "kernel", 12, D)) return -1;
     const long row_tiles = (N + C::BR - 1) / C::BR;
-    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
+    const float scale_log2 = softmax_scale_log2(D);
     kernel12_warp_specialized<D, T><<<(unsigned)(B * H * row_tiles), C::THREADS, C::bytes, s>>>(
         (const T *)q, (T *)o, Lp, N, row_tiles, causal, scale_log2, maps.k, maps.v);
     CUDA_CHECK_LAST();

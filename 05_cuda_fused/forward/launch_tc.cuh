@@ -84,7 +84,7 @@ static int tc_launch_cfg(int id, const void *q, const void *k, const void *v, vo
     const size_t bytes = C::bytes;
     if (smem_opt_in(C::fn, bytes, "kernel", id, D)) return -1;
     const long row_tiles = (N + C::br - 1) / C::br;
-    const float scale_log2 = 1.4426950408889634f / sqrtf((float)D); /* log2(e) / sqrt(D) */
+    const float scale_log2 = softmax_scale_log2(D);
     tc_call<T>(C::fn, (unsigned)(B * H * row_tiles), C::threads, bytes, s, (const T *)q, (const T *)k, (const T *)v,
                (T *)o, Lp, slope, N, row_tiles, causal, scale_log2);
     CUDA_CHECK_LAST();
