@@ -1,80 +1,172 @@
 /*
- * Extends: bwd10_dq_writer.cu; idea: one block per SM takes K/V tiles from a counter, the next tile's K, V and row tiles loading under this one's end
- * Code: bwd_wgmma.cuh with BULK = false, MASK_BRANCH = true, OVERLAP = true, DET = false, WRITER = true, PERSIST = true
+ * Backward kernel 11: backward kernel 10 made persistent, as forward kernel 18 made kernel 14 persistent.
  *
- * Backward kernel 11: backward kernel 10 made persistent, as forward kernel
- * 18 made kernel 14 persistent.
- *
- * What changes over backward kernel 10 (one idea: a block's start and end
- * are paid once per SM, not once per K/V tile). Kernel 10 launches one
- * block per (head, K/V tile of 128 keys). Each block starts cold: it
- * initialises its barriers, its producer copies K_j, V_j and the first row
- * tiles, and nothing runs on the tensor cores until they land; at its end
- * the consumers store dK_j and dV_j, the writer warps wait for the last
- * reduce-add of dQ, and only then may the next block take the SM (one block
- * fits at a time: 193 KB of shared memory at D = 128). Nsight Compute's
- * kernel times (H100, fp16, 2026-11-26) put that start and end at about
- * 8.8 us a block at D = 128: kernel 10's main kernel took 463.1 us at
- * N = 512 (8 row tiles a block) and 2609.2 us at N = 4096 (64 row tiles),
- * 3.73 and 2.63 us per row tile, 2048 blocks on 132 SMs; cuDNN's kernel in
- * the same run, 395.7 and 2362.9 us (6.5 us a block by the same sum).
- *
- * Here the grid is one block per SM, and each block loops over items
- * (head, K/V tile) handed out by a counter in global memory (an atomicAdd
- * by the producer's thread 0, passed to the other warps through a two-slot
- * ring in shared memory): the producer loads the next item's K_j and V_j
- * as soon as the consumers have read the last ones (an mbarrier, kv_empty,
- * after the last row tile's dQ product), and its row tiles into the same
- * ring of stages, whose count runs on across items; the consumers store
- * dK_j, dV_j from registers while that happens, and the writer warps go on
- * sending dQ's parts without waiting for the last item's to finish. The
- * tickets come in kernel 10's block order (head by head, tile 0 first),
- * so the causal tiles, long first, balance across the SMs as kernel 10's
- * blocks do under the hardware's scheduler.
- *
- * What it costs: 48 bytes of shared memory (five mbarriers, two tickets),
- * one atomic per item, a wait on the ticket ring per item in every warp;
- * two launches of kernel 11 must not run at once (they share the counter).
- * The row tile's code is kernel 10's, unchanged: dK, dV and dQ are kernel
- * 10's sums in the same order within each item (--check compares dK and dV
- * bit for bit with kernel 5's).
- *
- * Measured (H200, fp16, FlashAttention's shapes, kernel 10 in the same run,
- * 2026-11-26): +5.4%, +3.0%, +1.1% at D = 64, N = 512, 1024, 2048; +2.0%,
- * +1.0% at D = 128, N = 512, 1024; causal +7.6%, +5.1%, +2.9% and +3.2%,
- * +1.7%: the shorter N, the more a block's start and end weigh. From
- * N = 2048 at D = 128 it is 0.7-2.6% slower (bf16 from 4096, 1.4-1.5%), and the same
- * with a grid of one block per item (the tickets still handed out by the
- * counter), so the cost is in the item loop's code or its waits, not in the
- * schedule; kernels 5-10 keep their machine code (the roles' work is the
- * same lambdas, called once there). Against cuDNN 9.19 in the same session:
- * 93% / 95% at D = 64, N = 512 / 1024 (kernel 10: 88% / 92%), 87% / 93% at
- * D = 128 (85% / 92%). --check: dK, dV bit-identical to kernel 5's at
- * B = 4, H = 24, N = 257 (288 K/V tiles, 2.2 per SM); restarting dK, dV at
- * 1e-3 instead of 0 for a block's later items fails it (4 FAIL lines per
- * dtype). 05_cuda_fused/RESULTS.md has the run.
+ * Extends backward kernel 10 (bwd10_dq_writer.cu). The idea: a block's start and end are paid once per SM, not once
+ * per K/V tile. Kernel 10 launches one block per (head, K/V tile of 128 keys). Each block starts cold: it initialises
+ * its barriers, its producer copies K_j, V_j and the first row tiles, and nothing runs on the tensor cores until they
+ * land; at its end the consumers store dK_j and dV_j, the writer warps wait for the last reduce-add of dQ, and only
+ * then may the next block take the SM (one block fits at a time: 193 KB of shared memory at D = 128). Here the grid
+ * is one block per SM, and each block loops over items (head, K/V tile) handed out by a counter in global memory (an
+ * atomicAdd by the producer's thread 0, passed to the other warps through a two-slot ring in shared memory): the
+ * producer loads the next item's K_j and V_j as soon as the consumers have read the last ones (an mbarrier, kv_empty,
+ * after the last row tile's dQ product), and its row tiles into the same ring of stages, whose count runs on across
+ * items; the consumers store dK_j, dV_j from registers while that happens, and the writer warps go on sending dQ's
+ * parts without waiting for the last item's to finish. The tickets come in kernel 10's block order (head by head,
+ * tile 0 first), so the causal tiles, long first, balance across the SMs as kernel 10's blocks do under the
+ * hardware's scheduler. The row tile's code is kernel 10's, unchanged: dK, dV and dQ are kernel 10's sums in the same
+ * order within each item (--check compares dK and dV bit for bit with kernel 5's).
+ * Why: Nsight Compute puts a block's start and end at about 8.8 us at D = 128 on the H100 (kernel 10's main kernel:
+ * 463.1 us at N = 512, 8 row tiles a block, and 2609.2 us at N = 4096, 64 row tiles: 3.73 and 2.63 us per row
+ * tile); the shorter N, the more they weigh.
+ * What it costs: 48 bytes of shared memory (five mbarriers, two tickets), one atomic per item, a wait on the ticket
+ * ring per item in every warp; two launches of kernel 11 must not run at once (they share the counter).
+ * Measured: H200, fp16, FlashAttention's shapes: +5.4%, +3.0%, +1.1% over kernel 10 at D = 64, N = 512, 1024, 2048;
+ * +2.0%, +1.0% at D = 128, N = 512, 1024 (causal +7.6% .. +1.7%); from N = 2048 at D = 128, 0.7-2.6% slower (the item
+ * loop's code or its waits, not the schedule); the runs: RESULTS.md#bwd-11.
  */
-#include "bwd_wgmma.cuh"
+#ifndef RUNG
+#define RUNG 11         // this file is the one compiled: its launcher and registry entry (the end) are built
+#endif
+#include "bwd10_dq_writer.cu" // the rung this one extends (.extends = 10): its body and its policy
 
+// --- the idea ----------------------------------------------------------------------
+
+/* The tickets, one per (head, K/V tile), from one counter for every launch of this file's instances (the launcher
+ * knows where each launch's start: ticket0); as forward kernel 18's g_tickets. */
+static __device__ unsigned g_bwd_tickets;
+/* Where the next launch's tickets start: every launch takes items + grid of them (each block one past the end), as
+ * kernel 18's g_ticket0. Two launches of kernel 11 must not run at once. */
+static unsigned g_bwd_ticket0;
+
+/* In an unnamed namespace, as the two counters above are static: each file that compiles this policy (kernel 11's,
+ * kernel 12's) has its own counters and its own copy of the code that reads them. */
+namespace {
+struct B11Policy : B10Policy {
+    /* After the ring's mbarriers: kv_empty (the consumers are done with K_j, V_j), full_t[2], empty_t[2] (the ring
+     * of tickets), and the ring's two slots, 4 bytes each. */
+    static constexpr int ITEM_SMEM = 8 * 5 + 8;
+    static constexpr bool ITEM_LOOP = true;       /* the consumers walk item after item */
+    static constexpr int TICKET_READERS = 128 * 2 + 32 + 32 * 2;   /* the consumers, warp 1, the writer warps */
+
+    template <class A> static __device__ __forceinline__ uint32_t kv_empty(const A &a) { return a.empty + 8 * A::C::STAGES; }
+    template <class A> static __device__ __forceinline__ uint32_t full_t(const A &a) { return kv_empty(a) + 8; }
+    template <class A> static __device__ __forceinline__ uint32_t empty_t(const A &a) { return full_t(a) + 16; }
+    template <class A> static __device__ __forceinline__ volatile unsigned *tickets(const A &a)
+    {
+        return reinterpret_cast<volatile unsigned *>(a.base_ptr + (empty_t(a) + 16 - a.base));
+    }
+    /* The row tile holding row j0 (i_begin of an item). */
+    template <class A> static __device__ __forceinline__ long first_row(const A &a, long j0)
+    {
+        return a.causal ? j0 / A::C::BR * A::C::BR : 0L;
+    }
+
+    template <class A> static __device__ __forceinline__ void init_barriers(const A &a)
+    {
+        mbar_init(kv_empty(a), 128 * A::C::NWG);
+        for (int s = 0; s < 2; s++) {
+            mbar_init(full_t(a) + 8 * s, 1);
+            mbar_init(empty_t(a) + 8 * s, TICKET_READERS);
+        }
+    }
+    /* Thread 0: item after item, from the counter; each ticket goes into slot item % 2 of the ring for the others. */
+    template <class A, class F>
+    static __device__ __forceinline__ void produce_items(const A &a, F &produce, long bh, long j0, long i_begin, long &it)
+    {
+        (void)bh, (void)j0, (void)i_begin;
+        constexpr int BC = A::C::BC;
+        volatile unsigned *tickets = B11Policy::tickets(a);
+        unsigned ticket = atomicAdd(&g_bwd_tickets, 1u) - a.ticket0;
+        for (long item = 0;; item++) {
+            const int slot = (int)(item % 2);     // hand the ticket to the others
+            mbar_wait(empty_t(a) + 8 * slot, (int)((item / 2) & 1) ^ 1);
+            tickets[slot] = ticket;
+            mbar_arrive(full_t(a) + 8 * slot);
+            if (ticket >= a.items) break;
+            const long tbh = (long)(ticket / a.kv_tiles), tjt = (long)(ticket % a.kv_tiles);
+            if (item > 0) mbar_wait(kv_empty(a), (int)((item - 1) & 1));   // the consumers are done with the last K_j, V_j
+            produce(tbh, tjt * BC, first_row(a, tjt * BC), it);
+            /* The next item, taken once this one's copies are all issued, while the consumers still have its last two
+             * row tiles to do (the atomic's round trip hides there). Taken at the item's start, as kernel 18 takes its
+             * row tiles, a block held its next K/V tile for a whole walk (up to 256 row tiles at N = 16384), and the
+             * causal tiles, long first, balanced worse than kernel 10's blocks (causal, D = 128: 3% slower than kernel
+             * 10 at N = 4096, 7% at 16384). */
+            ticket = atomicAdd(&g_bwd_tickets, 1u) - a.ticket0;
+        }
+    }
+    /* The item in slot item % 2 of the ring (bh, jt); false past the last. Every thread that reads the ring arrives on
+     * empty_t itself (racecheck follows an mbarrier between the threads that arrive and wait, as kernel 18 found). */
+    template <class A> static __device__ __forceinline__ bool take_item(const A &a, long item, long &bh, long &jt)
+    {
+        const int slot = (int)(item % 2);
+        mbar_wait(full_t(a) + 8 * slot, (int)((item / 2) & 1));
+        const unsigned ticket = __shfl_sync(0xffffffffu, tickets(a)[slot], 0);   // uniform: see kernel 18's note
+        mbar_arrive(empty_t(a) + 8 * slot);
+        bh = (long)(ticket / a.kv_tiles), jt = (long)(ticket % a.kv_tiles);
+        return ticket < a.items;
+    }
+    /* Warp 1 and the writer warps: f's work on each item, in the ring's order. */
+    template <class A, class F, class... X>
+    static __device__ __forceinline__ void each_item(const A &a, F &f, long bh, long i_begin, X &...x)
+    {
+        (void)bh, (void)i_begin;
+        for (long item = 0;; item++) {
+            long tbh, tjt;
+            if (!take_item(a, item, tbh, tjt)) break;
+            f(tbh, first_row(a, tjt * A::C::BC), x...);
+        }
+    }
+    /* After the walk: K_j, V_j read for the last time; the next item's may load. */
+    template <class A> static __device__ __forceinline__ void end_walk(const A &a, const BwdWgThread &w, long it)
+    {
+        B10Policy::end_walk(a, w, it);
+        mbar_arrive(kv_empty(a));
+    }
+
+    /* The grid: one block per SM (asked once), or one per item if there are fewer. */
+    static long grid(long items, const char *who)
+    {
+        static int sms = 0;
+        if (sms == 0) {
+            int dev = 0;
+            CUDA_CHECK(cudaGetDevice(&dev));
+            CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        }
+        if (items > 0x7fffffffL) {
+            fprintf(stderr, "%s: %s: %ld K/V tiles, more than its 32-bit tickets count\n", g_prog, who, items);
+            return -1;
+        }
+        return items > sms ? sms : items;
+    }
+    static unsigned ticket0() { return g_bwd_ticket0; }
+    static void launched(long items, long grid) { g_bwd_ticket0 += (unsigned)(items + grid); }
+
+    static const char *desc_items() { return "one block per SM taking K/V tiles from a counter, the next one loading under this one's end; "; }
+};
+} // namespace
+
+// --- the launcher -------------------------------------------------------------------
+
+#if RUNG == 11
 static int b11_launch(const void *q, const void *k, const void *v, const void *o, const void *dout, const float *L,
                       void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D, int dtype, int causal,
                       void *stream)
 {
-    return bwd_wgmma_launch<false, true, true, false, true, true>(11, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype,
-                                                                  causal, stream);
+    return wg_launch<B11Policy>(11, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype, causal, stream);
 }
 
 static void b11_describe(long D, int dtype, char *buf, size_t n)
 {
     (void)dtype;
-    bwd_wgmma_describe<false, true, true, false, true, true>(D, buf, n);
+    wg_describe<B11Policy>(D, buf, n);
 }
 
 static const BackwardKernel bwd11 = {
     .id = 11, .extends = 10, .name = "persistent",
     .idea = "kernel 10 with one block per SM taking K/V tiles from a counter, the next tile loading under this one's end",
     .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
-    .workspace = bwd_wgmma_workspace_tiled, .launch = b11_launch, .describe = b11_describe,
+    .workspace = B11Policy::workspace, .launch = b11_launch, .describe = b11_describe,
     .unavailable = wgmma_unavailable, .dkdv_as = 5, .persistent = 1,
 };
 BWD_REGISTER(bwd11);
+#endif
