@@ -469,6 +469,15 @@ extern "C" GpuGraph *gpu_graph_capture(void (*fn)(void *ctx, void *stream), void
     return g;
 }
 
+extern "C" void *gpu_stream_create(void)
+{
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return (void *)s;
+}
+
+extern "C" void gpu_stream_destroy(void *s) { CUDA_CHECK(cudaStreamDestroy((cudaStream_t)s)); }
+
 extern "C" void gpu_graph_replay(void *g) { CUDA_CHECK(cudaGraphLaunch(((GpuGraph *)g)->exec, 0)); }
 
 extern "C" void gpu_graph_free(GpuGraph *g)

@@ -104,6 +104,10 @@ void gpu_time_interleaved_ms(void (*const *fn)(void *), void *const *ctx, int n,
  * the host's work per launch and shortens the GPU's gap between one kernel and the next, as PyTorch's CUDA graphs
  * do: 1.6-3.1 us a decode step of two kernels on the H200, and plots/sdpa_decode.py times PyTorch from a graph. */
 typedef struct GpuGraph GpuGraph;
+/* A stream of its own (non-blocking: it does not wait for the default stream), for work that runs beside another
+ * stream's; a launcher takes it as its void *stream. */
+void *gpu_stream_create(void);
+void gpu_stream_destroy(void *s);
 GpuGraph *gpu_graph_capture(void (*fn)(void *ctx, void *stream), void *ctx);
 void gpu_graph_replay(void *g);
 void gpu_graph_free(GpuGraph *g);

@@ -434,6 +434,120 @@ static void grid_extras(void *ctx, int dt, int b, long D)
     check_case(only, dt, 65537, 1, 2, D, 0, 7950 + 101 * (uint64_t)dt + 3 * (uint64_t)b);
 }
 
+/* --- a persistent backward kernel in a CUDA graph and on two streams (as the forward's: host/forward.c) ----------
+ *
+ * Captured once and replayed on new inputs three times, and two problems on two streams at once for three rounds: dK
+ * and dV must equal the base's (the first rung below that is not persistent) plain launch bit for bit, and dQ, which
+ * both add up in the order the K/V tiles arrive, within 1e-3 of its largest value (a row tile handed to nobody leaves
+ * it NaN, the poison). */
+static const BackwardKernel *bwd_persistent_base(const BackwardKernel *k)
+{
+    for (int steps = 0; k && k->persistent && steps < MAX_KERNELS; steps++) k = bwd_kernel(k->extends);
+    return k && !k->persistent ? k : NULL;
+}
+
+typedef struct { const BackwardKernel *k; Problem *p; void *ws; } BwdLaunch;
+static void bwd_launch_on(void *c, void *stream)
+{
+    const BwdLaunch *x = c;
+    const Problem *p = x->p;
+    if (x->k->launch(p->Q, p->K, p->V, p->O, p->dO, p->L, p->dQ, p->dK, p->dV, x->ws, p->B, p->H, p->N, p->D, p->dtype,
+                     p->causal, stream) != 0)
+        fprintf(stderr, "%s: backward kernel %d refused a launch its check had run\n", g_prog, x->k->id);
+}
+
+/* The gradients now on p's device buffers (downloaded into got[3]) against kb's plain launch: the dK and dV values that
+ * differ, plus the dQ values off by more than 1e-3 of dQ's largest (NaN is off). */
+static size_t bwd_persist_diff(const BackwardKernel *kb, Problem *p, void *ws, float *const got[3], float *const base[3])
+{
+    poison_grads(p);
+    BwdLaunch c = {kb, p, ws};
+    bwd_launch_on(&c, NULL);
+    gpu_sync_check();
+    void *dev[3] = {p->dQ, p->dK, p->dV};
+    for (int g = 0; g < 3; g++) ddownload(base[g], dev[g], p->n, p->dtype);
+    double qmax = 0;
+    for (size_t i = 0; i < p->n; i++) qmax = fabs(base[0][i]) > qmax ? fabs(base[0][i]) : qmax;
+    size_t bad = 0;
+    for (size_t i = 0; i < p->n; i++) bad += !(fabs(got[0][i] - base[0][i]) <= 1e-3 * qmax);
+    for (int g = 1; g < 3; g++)
+        for (size_t i = 0; i < p->n; i++) bad += !(got[g][i] == base[g][i]);
+    return bad;
+}
+
+static void bwd_persistent_launch_checks(long only)
+{
+    int nk;
+    const BackwardKernel *const *ks = bwd_kernels(&nk);
+    char name[160];
+    for (int i = 0; i < nk; i++) {
+        const BackwardKernel *kp = ks[i], *kb = bwd_persistent_base(kp);
+        if (!kp->persistent || !kb || (only && only != kp->id) || BWD_UNAVAILABLE(kp)) continue;
+        for (long D = 64; D <= 128; D += 64)
+            for (int causal = 0; causal < 2; causal++) {
+                const int dt = DT_FP16;
+                const FusedKernel *kf = fwd_with_l(dt, D);
+                if (!kf || !bwd_runs(kp, dt, D) || !bwd_fits(kp, dt, D) || !bwd_fits(kb, dt, D)) continue;
+                Problem p[2];
+                void *ws[2];
+                for (int x = 0; x < 2; x++) {
+                    bp_make(&p[x], 4, 16, 1000, D, dt, causal, 2500 + 10 * x + D + causal);
+                    problem_need_L(&p[x]);
+                    kf->launch_l(p[x].Q, p[x].K, p[x].V, p[x].O, p[x].L, p[x].B, p[x].H, p[x].N, D, dt, causal, NULL);
+                    const size_t w = kp->workspace(4, 16, 1000, D, dt), wb = kb->workspace(4, 16, 1000, D, dt);
+                    ws[x] = dmalloc(w > wb ? w : wb, "backward workspace");
+                }
+                gpu_sync_check();
+                const size_t n = p[0].n;
+                float *got[3], *base[3];
+                for (int g = 0; g < 3; g++) got[g] = xmalloc(n * 4, "gradient"), base[g] = xmalloc(n * 4, "gradient");
+                void *dev0[3] = {p[0].dQ, p[0].dK, p[0].dV};
+                BwdLaunch c = {kp, &p[0], ws[0]};
+                bwd_launch_on(&c, NULL);                  /* the launcher's first call, before the capture */
+                gpu_sync_check();
+                GpuGraph *gr = gpu_graph_capture(bwd_launch_on, &c);
+                size_t bad = 0;
+                for (int r = 0; r < 3; r++) {
+                    make_qkv(p[0].q, p[0].k, p[0].v, n, 2600 + 10 * r + D + causal);
+                    round_to_dtype(p[0].q, n, dt), round_to_dtype(p[0].k, n, dt), round_to_dtype(p[0].v, n, dt);
+                    dupload_into(p[0].Q, p[0].q, n, dt), dupload_into(p[0].K, p[0].k, n, dt), dupload_into(p[0].V, p[0].v, n, dt);
+                    kf->launch_l(p[0].Q, p[0].K, p[0].V, p[0].O, p[0].L, p[0].B, p[0].H, p[0].N, D, dt, causal, NULL);
+                    poison_grads(&p[0]);
+                    gpu_graph_replay(gr);
+                    gpu_sync_check();
+                    for (int g = 0; g < 3; g++) ddownload(got[g], dev0[g], n, dt);
+                    bad += bwd_persist_diff(kb, &p[0], ws[0], got, base);
+                }
+                gpu_graph_free(gr);
+                snprintf(name, sizeof name, "backward: bwd%d graph fp16 B=4 H=16 N=1000 D=%ld%s", kp->id, D, causal ? " causal" : "");
+                report(bad == 0, NULL, name, "captured once in a CUDA graph, replayed 3 times on new inputs: dK, dV "
+                       "bit-identical to backward kernel %d's plain launch, dQ within 1e-3 of its largest (%zu of %zu values "
+                       "off)", kb->id, bad, 9 * n);
+                void *s[2] = {gpu_stream_create(), gpu_stream_create()};
+                for (int x = 0; x < 2; x++) poison_grads(&p[x]);
+                for (int r = 0; r < 3; r++)
+                    for (int x = 0; x < 2; x++) {
+                        BwdLaunch cx = {kp, &p[x], ws[x]};
+                        bwd_launch_on(&cx, s[x]);
+                    }
+                gpu_sync_check();
+                bad = 0;
+                for (int x = 0; x < 2; x++) {
+                    void *dev[3] = {p[x].dQ, p[x].dK, p[x].dV};
+                    for (int g = 0; g < 3; g++) ddownload(got[g], dev[g], n, dt);
+                    bad += bwd_persist_diff(kb, &p[x], ws[x], got, base);
+                }
+                for (int x = 0; x < 2; x++) gpu_stream_destroy(s[x]);
+                snprintf(name, sizeof name, "backward: bwd%d streams fp16 B=4 H=16 N=1000 D=%ld%s", kp->id, D, causal ? " causal" : "");
+                report(bad == 0, NULL, name, "two problems on two streams at once, three rounds: dK, dV bit-identical to "
+                       "backward kernel %d's plain launch, dQ within 1e-3 of its largest (%zu of %zu values off)", kb->id,
+                       bad, 6 * n);
+                for (int g = 0; g < 3; g++) tfree(got[g]), tfree(base[g]);
+                for (int x = 0; x < 2; x++) { dfree(ws[x]); problem_free(&p[x]); }
+            }
+    }
+}
+
 void bwd_run_checks(long only)
 {
     static const long D32[] = {16, 32, 64, 128}, D16[] = {64, 128};
@@ -441,6 +555,7 @@ void bwd_run_checks(long only)
     report_unavailable(FAM_BACKWARD, only);
     const CheckGrid g = {FAM_BACKWARD, only, "backward: ", {D32, D16, D16}, {4, 2, 2}, 0, grid_case, grid_extras, &only};
     check_grid(&g);
+    bwd_persistent_launch_checks(only); /* last: a kernel whose tickets broke would leave its counter wrong for the rest */
 }
 
 // --- timing --------------------------------------------------------------------------

@@ -132,6 +132,99 @@ static void persistent_check(const FusedKernel *kp)
             }
 }
 
+/* A persistent kernel launched as a reader's training loop would launch it: captured once in a CUDA graph and replayed
+ * on fresh inputs (the same buffers, new values, three times), and on two streams at once (two problems, three rounds,
+ * no wait between). Each output must equal its base's plain launch bit for bit. What could break is the counter the
+ * row tiles are taken from: one that a launch does not find at zero (a graph replays its launch's arguments as they
+ * were at capture), or that two launches share, hands a row tile to the other launch or to nobody. */
+typedef struct { const FusedKernel *k; Problem *p; float *L; } PersistLaunch;
+static void persist_launch_on(void *c, void *stream)
+{
+    const PersistLaunch *x = c;
+    const Problem *p = x->p;
+    if (x->k->launch_l(p->Q, p->K, p->V, p->O, x->L, p->B, p->H, p->N, p->D, p->dtype, p->causal, stream) != 0)
+        fprintf(stderr, "%s: kernel %d refused a launch its check had run\n", g_prog, x->k->id);
+}
+
+/* p's O and L (downloaded into o, l) against kb's plain launch on p's inputs: the values that differ (NaN differs). */
+static size_t persist_diff(const FusedKernel *kb, Problem *p, float *L, const float *o, const float *l, float *ob, float *lb)
+{
+    const size_t nl = (size_t)p->B * p->H * p->N;
+    dpoison(p->O, p->n, p->dtype);
+    dpoison(L, nl, DT_FP32);
+    if (kb->launch_l(p->Q, p->K, p->V, p->O, L, p->B, p->H, p->N, p->D, p->dtype, p->causal, NULL) != 0) return p->n + nl;
+    gpu_sync_check();
+    ddownload(ob, p->O, p->n, p->dtype);
+    ddownload(lb, L, nl, DT_FP32);
+    size_t bad = 0;
+    for (size_t i = 0; i < p->n; i++) bad += !(o[i] == ob[i]);
+    for (size_t i = 0; i < nl; i++) bad += !(l[i] == lb[i]);
+    return bad;
+}
+
+static void persistent_launch_checks(const FusedKernel *kp)
+{
+    const FusedKernel *kb = persistent_base(kp);
+    char name[160];
+    if (!kb || FUSED_UNAVAILABLE(kp)) return;
+    for (long D = 64; D <= 128; D += 64)
+        for (int causal = 0; causal < 2; causal++) {
+            Problem p[2];
+            float *L[2];
+            const int dt = DT_FP16;
+            for (int x = 0; x < 2; x++) {
+                problem_make(&p[x], 4, 16, 1000, D, dt, causal, 2300 + 10 * x + D + causal, NULL);
+                L[x] = dmalloc((size_t)p[x].B * p[x].H * p[x].N * sizeof(float), "L");
+            }
+            const size_t n = p[0].n, nl = (size_t)p[0].B * p[0].H * p[0].N;
+            float *o = xmalloc(n * 4, "O"), *l = xmalloc(nl * 4, "L"), *ob = xmalloc(n * 4, "O"), *lb = xmalloc(nl * 4, "L");
+            /* the graph: the launcher's first call (its opt-in, tensor maps) before the capture, as a training loop's
+             * warm-up step does; then three replays, each on new values in the same buffers */
+            PersistLaunch c = {kp, &p[0], L[0]};
+            persist_launch_on(&c, NULL);
+            gpu_sync_check();
+            GpuGraph *g = gpu_graph_capture(persist_launch_on, &c);
+            size_t bad = 0;
+            for (int r = 0; r < 3; r++) {
+                make_qkv(p[0].q, p[0].k, p[0].v, n, 2400 + 10 * r + D + causal);
+                round_to_dtype(p[0].q, n, dt), round_to_dtype(p[0].k, n, dt), round_to_dtype(p[0].v, n, dt);
+                dupload_into(p[0].Q, p[0].q, n, dt), dupload_into(p[0].K, p[0].k, n, dt), dupload_into(p[0].V, p[0].v, n, dt);
+                dpoison(p[0].O, n, dt);
+                dpoison(L[0], nl, DT_FP32);
+                gpu_graph_replay(g);
+                gpu_sync_check();
+                ddownload(o, p[0].O, n, dt);
+                ddownload(l, L[0], nl, DT_FP32);
+                bad += persist_diff(kb, &p[0], L[0], o, l, ob, lb);
+            }
+            gpu_graph_free(g);
+            snprintf(name, sizeof name, "kernel%d graph fp16 B=4 H=16 N=1000 D=%ld%s", kp->id, D, causal ? " causal" : "");
+            report(bad == 0, NULL, name, "captured once in a CUDA graph, replayed 3 times on new inputs: O and L "
+                   "bit-identical to kernel %d's plain launch on each (%zu of %zu values differ)", kb->id, bad, 3 * (n + nl));
+            /* two streams: two problems launched one on each, three rounds, no wait between them */
+            void *s[2] = {gpu_stream_create(), gpu_stream_create()};
+            for (int x = 0; x < 2; x++) dpoison(p[x].O, n, dt), dpoison(L[x], nl, DT_FP32);
+            for (int r = 0; r < 3; r++)
+                for (int x = 0; x < 2; x++) {
+                    PersistLaunch cx = {kp, &p[x], L[x]};
+                    persist_launch_on(&cx, s[x]);
+                }
+            gpu_sync_check();
+            bad = 0;
+            for (int x = 0; x < 2; x++) {
+                ddownload(o, p[x].O, n, dt);
+                ddownload(l, L[x], nl, DT_FP32);
+                bad += persist_diff(kb, &p[x], L[x], o, l, ob, lb);
+            }
+            for (int x = 0; x < 2; x++) gpu_stream_destroy(s[x]);
+            snprintf(name, sizeof name, "kernel%d streams fp16 B=4 H=16 N=1000 D=%ld%s", kp->id, D, causal ? " causal" : "");
+            report(bad == 0, NULL, name, "two problems on two streams at once, three rounds: O and L bit-identical to "
+                   "kernel %d's plain launch on each (%zu of %zu values differ)", kb->id, bad, 2 * (n + nl));
+            tfree(o); tfree(l); tfree(ob); tfree(lb);
+            for (int x = 0; x < 2; x++) { dfree(L[x]); problem_free(&p[x]); }
+        }
+}
+
 /* Every persistent kernel, or with --kernel that one, or all of those its base (--kernel 14) is the yardstick of. */
 static void persistent_checks(long only)
 {
@@ -140,6 +233,18 @@ static void persistent_checks(long only)
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kb = ks[i]->persistent ? persistent_base(ks[i]) : NULL;
         if (ks[i]->persistent && (!only || only == ks[i]->id || (kb && only == kb->id))) persistent_check(ks[i]);
+    }
+}
+
+/* The same kernels launched from a CUDA graph and on two streams (last: a kernel whose tickets broke would leave the
+ * counter wrong for the checks after it). */
+static void persistent_launch_checks_all(long only)
+{
+    int nk;
+    const FusedKernel *const *ks = fused_kernels(&nk);
+    for (int i = 0; i < nk; i++) {
+        const FusedKernel *kb = ks[i]->persistent ? persistent_base(ks[i]) : NULL;
+        if (ks[i]->persistent && (!only || only == ks[i]->id || (kb && only == kb->id))) persistent_launch_checks(ks[i]);
     }
 }
 
@@ -241,6 +346,7 @@ void fwd_run_checks(long only)
     alibi_checks(only); /* a score modifier, ALiBi, in the kernels that take one (question 5) */
     const FusedKernel *ko = only ? fused_kernel((int)only) : NULL;
     if (!only || (ko && (ko->dtypes & (1u << DT_FP32)))) large_scores_check(only);
+    persistent_launch_checks_all(only);
 }
 
 // --- ./step05: the table, the first screen, --bench ----------------------------------------------
