@@ -220,8 +220,10 @@ struct B5Policy {
     }
     /* s^T and dp^T, issued once the stage has landed, and waited for. */
     template <class A>
-    static __device__ __forceinline__ void scores(const A &a, const BwdWgThread &w, const BwdWgRow &rt, float *s, float *dp)
+    static __device__ __forceinline__ void scores(const A &a, const BwdWgThread &w, const BwdWgRow &rt, float *s, float *dp,
+                                                  float *dq)
     {
+        (void)dq;
         mbar_wait(a.full + 8 * rt.st, rt.use);      // Q_i, dO_i, L_i, Delta_i have landed
         wgmma_fence();
         bwd_wg_scores<A>(s, w.k_w, rt.q_s);
@@ -281,9 +283,10 @@ struct B5Policy {
         }
     }
     /* After the walk, before dK_j and dV_j are stored (it: the ring's count): nothing. */
-    template <class A> static __device__ __forceinline__ void end_walk(const A &a, const BwdWgThread &w, long it)
+    template <class A>
+    static __device__ __forceinline__ void end_walk(const A &a, const BwdWgThread &w, long it, float *dq)
     {
-        (void)a, (void)w, (void)it;
+        (void)a, (void)w, (void)it, (void)dq;
     }
 
     // The launcher.
@@ -489,7 +492,8 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
             const BwdWgRow rt = {i0, it, st, use, q_s, do_s, ds_s, lse_s, dl_s};
 
             float s[BR / 2], dp[BR / 2];
-            P::scores(a, w, rt, s, dp);                // s^T = K_w Q_i^T, dp^T = V_w dO_i^T
+            float dq[32];                             // dQ_i's part: end_row's (kernel 12: the last row tile's, scores')
+            P::scores(a, w, rt, s, dp, dq);           // s^T = K_w Q_i^T, dp^T = V_w dO_i^T
 
             /* p^T and ds^T: element 4 n + e is key key0 + 8 (e / 2), query i0 + 8 n + 2 t + e % 2. Masks only where
              * this warpgroup's keys can be hidden: past N, or causal and the row tile crosses the diagonal. */
@@ -534,11 +538,11 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
              * tile it - 1's dQ (wgmma_wait<0>), so tile it + 1 may overwrite
              * ds^T[(it + 1) % 2]. */
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
-            float dq[32];                             // dQ_i's part (kept here, in the kernel: see end_row)
             P::end_row(a, w, rt, dq);                 // dQ_i += ds K_j, the stage freed
         }
 
-        P::end_walk(a, w, it);
+        float dq_end[32];                             // kernel 12: the walk's last dQ part (end_walk)
+        P::end_walk(a, w, it, dq_end);
         T *dKh = dK + bh * N * D, *dVh = dV + bh * N * D;
 #pragma unroll
         for (int h = 0; h < 2; h++) {

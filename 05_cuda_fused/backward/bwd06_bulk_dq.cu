@@ -55,9 +55,10 @@ struct B6Policy : B5Policy {
         }
     }
     /* After the walk: the engine's adds all done (and so its reads of shared memory). */
-    template <class A> static __device__ __forceinline__ void end_walk(const A &a, const BwdWgThread &w, long it)
+    template <class A>
+    static __device__ __forceinline__ void end_walk(const A &a, const BwdWgThread &w, long it, float *dq)
     {
-        (void)a, (void)w, (void)it;
+        (void)a, (void)w, (void)it, (void)dq;
         bulk_wait_all();
     }
 

@@ -31,8 +31,10 @@ struct B8Policy : B7Policy {
 
     /* s^T and dp^T committed as two groups; the wait is for s^T alone (dp^T still running). */
     template <class A>
-    static __device__ __forceinline__ void scores(const A &a, const BwdWgThread &w, const BwdWgRow &rt, float *s, float *dp)
+    static __device__ __forceinline__ void scores(const A &a, const BwdWgThread &w, const BwdWgRow &rt, float *s, float *dp,
+                                                  float *dq)
     {
+        (void)dq;
         mbar_wait(a.full + 8 * rt.st, rt.use);    // Q_i, dO_i, L_i, Delta_i have landed
         wgmma_fence();
         bwd_wg_scores<A>(s, w.k_w, rt.q_s);

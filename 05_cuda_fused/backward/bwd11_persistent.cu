@@ -117,9 +117,10 @@ struct B11Policy : B10Policy {
         }
     }
     /* After the walk: K_j, V_j read for the last time; the next item's may load. */
-    template <class A> static __device__ __forceinline__ void end_walk(const A &a, const BwdWgThread &w, long it)
+    template <class A>
+    static __device__ __forceinline__ void end_walk(const A &a, const BwdWgThread &w, long it, float *dq)
     {
-        B10Policy::end_walk(a, w, it);
+        B10Policy::end_walk(a, w, it, dq);
         mbar_arrive(kv_empty(a));
     }
 
