@@ -1,13 +1,16 @@
 /*
- * bwd.cuh: what every backward kernel (bwdN_*.cu) shares: the preprocessing
- * pass before the main loop and the dQ conversion after it (bwd_prep.cu), and
- * the one PTX wrapper the tensor-core backward adds to tc.cuh's.
+ * bwd.cuh: what every backward kernel (bwdNN_*.cu) shares.
  *
- * The preprocessing pass is flash_backward.c's line
+ * The preprocessing pass before the main loop and the dQ conversion after it (bwd_prep.cu, declared here); the
+ * layout of backward kernels 10-12's tiled dQ accumulator; the PTX the backward adds to tc.cuh's (dQ's red.global.add,
+ * kernel 9's acquire/release counter); and the softmax recompute on four accumulator elements that kernels 2-12
+ * share (bwd_p_ds4, and kernel 8's halves of it).
+ * Why a launch of its own before the main loop: the preprocessing pass is flash_backward.c's line
  *     for (long i = 0; i < N; i++) delta[i] = dot_f32(dOh + i * D, oh + i * D, D); // Delta_i = dO_i . O_i
- * and its dQ = 0, run once over every row before the kernel that walks the
- * tiles: on the GPU a separate launch, because every K/V block needs the Delta
- * of every row tile, and a launch boundary is the only grid-wide barrier.
+ * and its dQ = 0, run once over every row before the kernel that walks the tiles: on the GPU a separate launch,
+ * because every K/V block needs the Delta of every row tile, and a launch boundary is the only grid-wide barrier.
+ * What it costs: two launches around each backward, memory-bound and small next to the main loop (bwd_prep.cu);
+ * measured: RESULTS.md#bwd-prep.
  */
 #ifndef BWD_CUH
 #define BWD_CUH
@@ -75,7 +78,7 @@ __device__ __forceinline__ void st_release_gpu(unsigned *p, unsigned v)
 }
 
 /* The softmax recomputed and its gradient on four elements of a key-major
- * tile (bwd_mma.cuh, bwd_wgmma.cuh): s[e], dp[e] of keys key0 + 8 (e / 2)
+ * tile (kernels 2-4's mma.sync, kernels 5-12's wgmma): s[e], dp[e] of keys key0 + 8 (e / 2)
  * and queries qry + e % 2, whose L log2 e and Delta are lse, dl (.x: query
  * qry, .y: qry + 1). Returns p^T and ds^T packed as the two A-fragment
  * registers of those keys: pa[0], ds[0] key key0, pa[1], ds[1] key key0 + 8.
@@ -89,7 +92,7 @@ __device__ __forceinline__ void bwd_p_ds4(const float *s, const float *dp, float
     float p[4], ds[4];
 #pragma unroll
     for (int e = 0; e < 4; e++) {
-        /* p = e^(s / sqrt(D) - L) = 2^(s scale_log2 - L log2 e): one FFMA, one ex2 (kernel 9's fold) */
+        /* p = e^(s / sqrt(D) - L) = 2^(s scale_log2 - L log2 e): one FFMA, one ex2 (forward kernel 9's fold) */
         p[e] = ex2(fmaf(s[e], scale_log2, -(e % 2 ? lse.y : lse.x)));
         if (need_mask) {
             const long key = key0 + 8 * (e / 2), q = qry + e % 2;

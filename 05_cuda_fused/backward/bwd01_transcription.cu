@@ -1,43 +1,32 @@
 /*
- * Backward kernel 1: the transcription. 06_causal/flash_backward.c, the CPU
- * FlashAttention-2 backward, moved onto the GPU in fp32, loop for loop and
- * with its names: p_tile rebuilt as e^(s_tile - L_i), Delta_i = dO_i . O_i,
+ * Backward kernel 1: the transcription.
+ *
+ * The backward ladder's first rung: 06_causal/flash_backward.c, the CPU FlashAttention-2 backward, moved onto the GPU
+ * in fp32, loop for loop and with its names: p_tile rebuilt as e^(s_tile - L_i), Delta_i = dO_i . O_i,
  * dp_tile = dO_i V_j^T, ds_tile = p o (dp - Delta_i), then
  *     dV_j += p_tile^T dO_i,  dQ_i += ds_tile K_j / sqrt(D),  dK_j += ds_tile^T Q_i / sqrt(D).
- *
  * Where it differs from the CPU loop, and why:
- *  - the loop over heads and K/V tiles (`for h`, `for j0`) is the grid: one
- *    block per (batch, head, K/V tile of BC = 32 keys), the first K/V tiles
- *    first when causal (they meet the most row tiles: longest first);
- *  - Delta and dQ = 0 come from a launch before this one (bwd_prep.cu): every
- *    block needs every row's Delta, and only a launch boundary waits for all;
- *  - the tiles live in shared memory: K_j, V_j loaded once per block, Q_i,
- *    dO_i, L_i, Delta_i once per row tile, p_tile and ds_tile [BR][BC] as on
- *    the CPU;
- *  - each double loop over (r, c) is cut by what it writes: the first (p and
- *    ds) hands one (r, c) to each thread; the second, which adds into three
- *    different arrays, is split in three so that each thread owns the
- *    elements it adds into: (c, d) of dV_j and dK_j, kept in registers for
- *    the whole row-tile walk, and (r, d) of this tile's part of dQ_i;
- *  - that part of dQ_i is added into dQ with atomicAdd: the blocks of all K/V
- *    tiles add into the same dQ_i at the same time, where the CPU's j0 loop
- *    runs them one after the other. So dQ is not bit-identical run to run
- *    (fp32 sums in the order the atomics arrive); dK and dV are.
- *
- * What it costs: every score is two dot products of length D read from
- * shared memory (q_i . k_c and dO_i . v_c), one float of shared memory read
- * per multiply-add, as in the forward's kernel 2 before its register blocking;
- * no tensor cores. It is here to be read beside the CPU code, and it is the
- * fp32 reference of the GPU backward (fp32 accumulation everywhere).
- *
- * Measured on the H100 80GB HBM3 (./step05 --backward, fp32, B=2 H=8 N=4096
- * D=64, median of 10, commit f334dde; RESULTS.md shows the run): 22.310 ms,
- * 7.70 TFLOP/s (2.5 x the forward's FLOPs), 0.23x the naive cuBLAS backward
- * (5.105 ms, 33.65 TFLOP/s: cuBLAS's fp32 GEMMs near the FMA peak, as for the
- * forward's kernel 1); peak 134.7 MB against naive's 2.28 GB. Errors against
- * float64: dQ 1.70e-07, dK 3.15e-07, dV 3.57e-07 (naive: 5.17e-07, 3.21e-07,
- * 3.91e-07).
- * Registers (ptxas, sm_90a): 80 at D = 64, 126 at D = 128, no spill.
+ *  - the loop over heads and K/V tiles (`for h`, `for j0`) is the grid: one block per (batch, head, K/V tile of
+ *    BC = 32 keys), the first K/V tiles first when causal (they meet the most row tiles: longest first);
+ *  - Delta and dQ = 0 come from a launch before this one (bwd_prep.cu): every block needs every row's Delta, and only
+ *    a launch boundary waits for all;
+ *  - the tiles live in shared memory: K_j, V_j loaded once per block, Q_i, dO_i, L_i, Delta_i once per row tile,
+ *    p_tile and ds_tile [BR][BC] as on the CPU;
+ *  - each double loop over (r, c) is cut by what it writes: the first (p and ds) hands one (r, c) to each thread; the
+ *    second, which adds into three different arrays, is split in three so that each thread owns the elements it adds
+ *    into: (c, d) of dV_j and dK_j, kept in registers for the whole row-tile walk, and (r, d) of this tile's part of
+ *    dQ_i;
+ *  - that part of dQ_i is added into dQ with atomicAdd: the blocks of all K/V tiles add into the same dQ_i at the same
+ *    time, where the CPU's j0 loop runs them one after the other. So dQ is not bit-identical run to run (fp32 sums in
+ *    the order the atomics arrive); dK and dV are.
+ * Why: to be read beside the CPU code, and to be the fp32 reference of the GPU backward (fp32 accumulation
+ * everywhere).
+ * What it costs: every score is two dot products of length D read from shared memory (q_i . k_c and dO_i . v_c), one
+ * float of shared memory read per multiply-add, as in the forward's kernel 2 before its register blocking; no tensor
+ * cores. Registers (ptxas, sm_90a): 80 at D = 64, 126 at D = 128, no spill.
+ * Measured: H100, fp32, B = 2, H = 8, N = 4096, D = 64: 22.310 ms, 7.70 TFLOP/s, 0.23x the naive cuBLAS backward
+ * (cuBLAS's fp32 GEMMs near the FMA peak), 134.7 MB of peak memory against naive's 2.28 GB, errors against float64
+ * as naive's; the run: RESULTS.md#bwd-1.
  */
 #include <cmath>
 

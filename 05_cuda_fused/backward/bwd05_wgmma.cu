@@ -179,7 +179,15 @@ template <class A> __device__ __forceinline__ void bwd_wg_scores(float *acc, uin
 }
 
 /* The policy of backward kernel 5: the hooks where kernels 6-12 change the body (each later kernel derives its
- * policy from its predecessor's and replaces what its idea changes), with kernel 5's code in each. */
+ * policy from its predecessor's and replaces what its idea changes), with kernel 5's code in each.
+ *
+ * Hooks and the machine code. Every kernel here compiles to the instructions it had when the seven kernels were one
+ * template with flags, and a hook is a function, which nvcc optimises on its own (its loops unrolled) before it
+ * inlines it into the kernel. So the body keeps what would otherwise change in a hook: the arrays the hooks fill
+ * (dq, dq_end: in the kernel, as before, their registers are carried round the loop); the loop over a product's k
+ * steps (the hook is one step: dv_dk_step); kernel 5's p^T, ds^T loop (the one place with no B5Policy hook: a later
+ * policy's p_ds replaces it); the test that picks a branch sits beside the branch (need_mask in kernels 7 and 8's
+ * p_ds); and each warpgroup's dQ buffer is handed in (BwdWgThread::dq_part), not computed from base_ptr in a hook. */
 struct B5Policy {
     static constexpr int DQ_SMEM = 0;             /* shared memory for dQ's part on its way out: none, it leaves from registers */
     static constexpr int DQ_PART = 0;             /* floats of it per consumer warpgroup */
@@ -477,10 +485,10 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
          * one float a row tile ahead, behind the named barrier, is clean but
          * cost 27% at D = 64 (a global load in flight across the s^T and dp^T
          * products, where those take 128 of the thread's registers, is the
-         * guess). Warp 1's stores are clean and as fast as the TMA's copies
-         * (RESULTS.md#bwd-5 has the three, measured): racecheck follows an
-         * mbarrier between threads (release by arrive, acquire by wait) when
-         * every thread whose accesses it orders arrives or waits itself. */
+         * guess). Warp 1's stores are clean (RESULTS.md#bwd-5 has the three
+         * designs, measured): racecheck follows an mbarrier between threads
+         * (release by arrive, acquire by wait) when every thread whose accesses
+         * it orders arrives or waits itself. */
         const float *vec_s = reinterpret_cast<const float *>(base_ptr + C::OFF_VEC);
 
         mbar_wait(kv_full, kv_phase);                     // K_j, V_j have landed
@@ -501,9 +509,11 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
             if constexpr (requires { P::p_ds(a, w, rt, s, dp, dv, pa, dsa); }) {
                 P::p_ds(a, w, rt, s, dp, dv, pa, dsa);   // kernels 7, 8: their own loops
             } else {
-                const bool need_mask = kw0 + 64 > N || (causal && i0 < kw0 + 63);
                 /* Kernel 5: need_mask is a value inside the one loop: nvcc computes the mask of every element of
-                 * every row tile, masked or not (kernel 7 says what that costs). */
+                 * every row tile, masked or not (kernel 7 says what that costs). This loop is the hook that B5Policy
+                 * does not hold: in a function of its own, nvcc unrolls it before it meets the row's pointers, and
+                 * kernel 5's machine code changes (see the note above B5Policy). */
+                const bool need_mask = kw0 + 64 > N || (causal && i0 < kw0 + 63);
 #pragma unroll
                 for (int n = 0; n < BR / 8; n++) {
                     const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * n + 2 * t);

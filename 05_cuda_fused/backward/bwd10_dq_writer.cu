@@ -14,7 +14,7 @@
  * the same additions through shared memory from the consumers themselves, one bulk operation of 256 bytes per row,
  * and lost 4% against kernel 5.
  * Why: with its red.global.add skipped (a wrong dQ, timed only), kernel 8 ran 32% faster at D = 64 and 58% at
- * D = 128: a third and a half of the time was the consumers sending dQ.
+ * D = 128: a quarter and over a third of its time was the consumers sending dQ.
  * What it costs: 32 KB more shared memory (a 16 KB buffer per consumer warpgroup); the accumulator padded to whole row
  * tiles of 64 (zeroed, its padding rows too, by the preprocessing pass: bwd_prep.cu); two named barriers per row tile
  * and consumer warpgroup. The additions are the same fp32 sums in another order: dQ is no more bit-identical run to

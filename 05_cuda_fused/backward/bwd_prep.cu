@@ -1,15 +1,18 @@
 /*
- * bwd_prep.cu: the two small passes around every backward kernel's main loop
- * (bwd.cuh says why they are separate launches).
+ * bwd_prep.cu: the two small passes around every backward kernel's main loop (bwd.cuh says why they are separate
+ * launches): before it, Delta = rowsum(dO o O), L in log2 units and dQ's accumulator zeroed; after it, dQ converted
+ * from the fp32 accumulator.
  *
- * Cost: the preprocessing reads O and dO once (2 B H N D elements) and writes
- * O(B H N) floats, plus the fp32 dQ accumulator's zeroing for the kernels
- * that add into it (B H N D floats; backward kernels 10-12: B H Npad D, their
- * tiled accumulator's padding rows too, which took a cudaMemsetAsync of its
- * own before 2026-11-27); the conversion reads the accumulator and writes
- * dQ. Both are memory-bound and small next to the main loop's O(N^2 D)
- * work (./step05 --backward times the whole backward, these included, as
- * FlashAttention-2's benchmark does).
+ * The preprocessing is flash_backward.c's line
+ *     for (long i = 0; i < N; i++) delta[i] = dot_f32(dOh + i * D, oh + i * D, D); // Delta_i = dO_i . O_i
+ * and its dQ = 0, with L_i log2(e) beside it: the tensor-core kernels compute p = 2^(s log2(e) / sqrt(D) - L log2(e))
+ * with one FFMA and one ex2, so they read L already in those units (+inf on the rows that pad the last row tile, so
+ * that their p = 2^(-inf) = 0 with no test).
+ * What it costs: the preprocessing reads O and dO once (2 B H N D elements) and writes O(B H N) floats, plus the fp32
+ * dQ accumulator's zeroing for the kernels that add into it (B H N D floats; backward kernels 10-12: B H Npad D, their
+ * tiled accumulator's padding rows too); the conversion reads the accumulator and writes dQ. Both are memory-bound
+ * and small next to the main loop's O(N^2 D) work (./step05 --backward times the whole backward, these included, as
+ * FlashAttention-2's benchmark does). The measured cost of the two designs of the pass: RESULTS.md#bwd-prep.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -19,6 +22,7 @@
 
 #include "bwd.cuh"
 #include "gpu.cuh"
+#include "../kernels.h"
 
 // --- the kernels -------------------------------------------------------------------
 
@@ -54,23 +58,18 @@ bwd_preprocess_kernel(const T *__restrict__ O,      // [BH, N, D]
     for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (lane == 0) {
         delta[row] = acc;                                                             // Delta_i = dO_i . O_i (0 past N)
-        if (lse2) lse2[row] = i < N ? L[bh * N + i] * 1.4426950408889634f : INFINITY; // L_i log2(e); +inf past N
+        if (lse2) lse2[row] = i < N ? L[bh * N + i] * LOG2E : INFINITY;               // L_i log2(e); +inf past N
     }
 }
 
 /* The same for 16-bit O and dO at D = 64 and 128 (every tensor-core backward): each lane reads 16 bytes of O_i and of
- * dO_i (8 elements), LPR = D / 8 lanes a row, 32 / LPR rows a warp. The warp-per-row kernel above read 2 bytes a lane
- * and spent a shuffle tree, a load of L and two stores per 64 elements at D = 64: its time per byte was twice that at
- * D = 128 (Nsight Compute, H100, fp16, B * N = 16384, H * D = 2048: 120.5 us at D = 64 against 59.0 at D = 128 for the
- * same 134 MB, 4.4 TB/s reading them in about 30 us), 17% of the whole backward at N = 512. Measured (H200, fp16,
- * backward kernel 11 timed whole with this pass and with the one above, two pairs of runs, D = 64): +12.6% / +10.3%
- * at N = 512, +8.2% / +7.2% at 1024, +5.9% / +4.0% at 2048, -1.3% to +3.6% from 4096 (the pass's share shrinks as
- * N^2 grows); D = 128 not yet measured. Since 2026-11-27 a grid row per head (blockIdx.y: no 64-bit division by Npad
- * a lane) and the zeroing of kernels 10-12's tiled dQ accumulator in this pass, their cudaMemsetAsync gone: one pass
- * and one launch fewer. Backward kernel 12 timed whole, this build against the one before in the same call (H200,
- * fp16, three pairs at D = 128, two at D = 64; RESULTS.md): +1.1% to +2.3% at N = 512 and +1.0% to +1.2% at 1024
- * (D = 128), +1.2% and +3.5% at 512 (D = 64); from N = 2048, -5.7% to +3.3%, the spread of one build's own runs
- * (up to 8% there); the main kernel's code is the same. */
+ * dO_i (8 elements), LPR = D / 8 lanes a row, 32 / LPR rows a warp. The warp-per-row kernel above reads 2 bytes a lane
+ * and spends a shuffle tree, a load of L and two stores per 64 elements at D = 64: its time per byte was twice that at
+ * D = 128 (Nsight Compute, H100: 120.5 us at D = 64 against 59.0 at D = 128 for the same 134 MB, which 4.4 TB/s reads
+ * in about 30 us), 17% of the whole backward at N = 512. This one made backward kernel 11 timed whole 4-13% faster at
+ * D = 64 from N = 512 to 2048 (H200). One head per grid row (blockIdx.y: no 64-bit division by Npad a lane), and the
+ * zeroing of kernels 10-12's tiled dQ accumulator in this pass rather than a memset of its own: one pass and one
+ * launch fewer. */
 template <typename T, int LPR>
 __global__ void __launch_bounds__(256)
 bwd_preprocess_vec_kernel(const T *__restrict__ O, const T *__restrict__ dO, const float *__restrict__ L,
@@ -100,7 +99,7 @@ bwd_preprocess_vec_kernel(const T *__restrict__ O, const T *__restrict__ dO, con
         for (int off = LPR / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);   // inside the row's lanes
         if (i < Npad && part == 0) {
             delta[row] = acc;                                                         // Delta_i = dO_i . O_i (0 past N)
-            if (lse2) lse2[row] = i < N ? L[bh * N + i] * 1.4426950408889634f : INFINITY;   // L_i log2(e); +inf past N
+            if (lse2) lse2[row] = i < N ? L[bh * N + i] * LOG2E : INFINITY;   // L_i log2(e); +inf past N
         }
     }
 }
