@@ -141,7 +141,7 @@ template <int D_, typename T_, class P_> struct BwdWgArgs {
     int causal;
     float scale_log2, scale;
     const CUtensorMap *tm_k, *tm_v, *tm_q, *tm_do;
-    unsigned items, ticket0;                      // kernel 11: B H kv_tiles, and this launch's first ticket
+    unsigned items, slot;                         // kernel 11: B H kv_tiles, and this launch's ticket counter
     uint32_t base;                                // shared memory, 1024-aligned, as an address ...
     unsigned char *base_ptr;                      // ... and as a pointer
     uint32_t kv_full, full, empty;                // the mbarriers: K_j, V_j landed; stage s full; stage s free
@@ -319,7 +319,7 @@ struct B5Policy {
         (void)who;
         return items;
     }
-    static unsigned ticket0() { return 0u; }
+    static unsigned slot() { return 0u; }
     /* After the main kernel's launch: nothing. */
     static void launched(long items, long grid) { (void)items, (void)grid; }
     /* dQ = dQ_acc / sqrt(D). */
@@ -353,7 +353,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
           const __grid_constant__ CUtensorMap tm_v,
           const __grid_constant__ CUtensorMap tm_q,   // Q, dO: boxes of BR queries
           const __grid_constant__ CUtensorMap tm_do,
-          unsigned items, unsigned ticket0)           // kernel 11: B H kv_tiles, and this launch's first ticket
+          unsigned items, unsigned slot)              // kernel 11: B H kv_tiles, and this launch's ticket counter
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = BwdWg<D, P>;
@@ -368,7 +368,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
     unsigned char *base_ptr = smem_raw + (base - raw_addr);     // the same, for the threads' own loads and stores
     const uint32_t kv_full = base + C::OFF_BAR, full = kv_full + 8, empty = full + 8 * STAGES;
     const BwdWgArgs<D, T, P> a = {lse2, delta, dq_acc, dK, dV, N, Npad, kv_tiles, causal, scale_log2, scale,
-                                  &tm_k, &tm_v, &tm_q, &tm_do, items, ticket0, base, base_ptr, kv_full, full, empty};
+                                  &tm_k, &tm_v, &tm_q, &tm_do, items, slot, base, base_ptr, kv_full, full, empty};
 
     /* Head by head, causal or not (the head's K/V tiles in order, tile 0, the
      * longest when causal, first): the blocks running together share their
@@ -569,7 +569,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
     } while (P::ITEM_LOOP);
 #else
     (void)lse2, (void)delta, (void)dq_acc, (void)dK, (void)dV, (void)N, (void)Npad, (void)kv_tiles, (void)causal;
-    (void)scale_log2, (void)scale, (void)tm_k, (void)tm_v, (void)tm_q, (void)tm_do, (void)items, (void)ticket0;
+    (void)scale_log2, (void)scale, (void)tm_k, (void)tm_v, (void)tm_q, (void)tm_do, (void)items, (void)slot;
 #endif
 }
 
@@ -608,7 +608,7 @@ static int wg_launch_dt(int id, const void *q, const void *k, const void *v, con
     if (grid < 0) return -1;
     kernel<<<(unsigned)grid, C::THREADS, C::bytes, s>>>(lse2, delta, dq_acc, (T *)dk, (T *)dv, N, Npad, kv_tiles, causal,
                                                          scale_log2, scale, kv.k, kv.v, qo.k, qo.v, (unsigned)items,
-                                                         P::ticket0());
+                                                         P::slot());
     CUDA_CHECK_LAST();
     P::launched(items, grid);
     return P::convert_dq(dq_acc, dq, BH, N, Npad, D, scale, dtype, s);

@@ -19,7 +19,7 @@
  * 463.1 us at N = 512, 8 row tiles a block, and 2609.2 us at N = 4096, 64 row tiles: 3.73 and 2.63 us per row
  * tile); the shorter N, the more they weigh.
  * What it costs: 48 bytes of shared memory (five mbarriers, two tickets), one atomic per item, a wait on the ticket
- * ring per item in every warp; two launches of kernel 11 must not run at once (they share the counter).
+ * ring per item in every warp, and one atomic a block at its end, which leaves the launch's counter at zero.
  * Measured: H200, fp16, FlashAttention's shapes: +5.4%, +3.0%, +1.1% over kernel 10 at D = 64, N = 512, 1024, 2048;
  * +2.0%, +1.0% at D = 128, N = 512, 1024 (causal +7.6% .. +1.7%); from N = 2048 at D = 128, 0.7-2.6% slower (the item
  * loop's code or its waits, not the schedule); the runs: RESULTS.md#bwd-11.
@@ -31,12 +31,13 @@
 
 // --- the idea ----------------------------------------------------------------------
 
-/* The tickets, one per (head, K/V tile), from one counter for every launch of this file's instances (the launcher
- * knows where each launch's start: ticket0); as forward kernel 18's g_tickets. */
-static __device__ unsigned g_bwd_tickets;
-/* Where the next launch's tickets start: every launch takes items + grid of them (each block one past the end), as
- * kernel 18's g_ticket0. Two launches of kernel 11 must not run at once. */
-static unsigned g_bwd_ticket0;
+/* The tickets, one per (head, K/V tile): as forward kernel 18's (kernel18_persistent.cu says why), BWD_SLOTS counters
+ * each at zero between launches; a launch takes the next slot in turn, its blocks take tickets 0, 1, 2, ... until one
+ * past the end, and the block that stops last puts the slot back to zero. So a launch replayed from a CUDA graph, or
+ * two at once on two streams, each find their counter at zero. */
+enum { BWD_SLOTS = 64 };
+static __device__ unsigned g_bwd_tickets[BWD_SLOTS], g_bwd_done[BWD_SLOTS];
+static unsigned g_bwd_slot;                       // host: the slot of the next launch
 
 /* In an unnamed namespace, as the two counters above are static: each file that compiles this policy (kernel 11's,
  * kernel 12's) has its own counters and its own copy of the code that reads them. */
@@ -76,13 +77,19 @@ struct B11Policy : B10Policy {
         (void)bh, (void)j0, (void)i_begin;
         constexpr int BC = A::C::BC;
         volatile unsigned *tickets = B11Policy::tickets(a);
-        unsigned ticket = atomicAdd(&g_bwd_tickets, 1u) - a.ticket0;
+        unsigned ticket = atomicAdd(&g_bwd_tickets[a.slot], 1u);
         for (long item = 0;; item++) {
             const int slot = (int)(item % 2);     // hand the ticket to the others
             mbar_wait(empty_t(a) + 8 * slot, (int)((item / 2) & 1) ^ 1);
             tickets[slot] = ticket;
             mbar_arrive(full_t(a) + 8 * slot);
-            if (ticket >= a.items) break;
+            if (ticket >= a.items) {              // past the last item: the last block to stop resets the slot
+                if (atomicAdd(&g_bwd_done[a.slot], 1u) == gridDim.x - 1) {
+                    atomicExch(&g_bwd_tickets[a.slot], 0u);
+                    atomicExch(&g_bwd_done[a.slot], 0u);
+                }
+                break;
+            }
             const long tbh = (long)(ticket / a.kv_tiles), tjt = (long)(ticket % a.kv_tiles);
             if (item > 0) mbar_wait(kv_empty(a), (int)((item - 1) & 1));   // the consumers are done with the last K_j, V_j
             produce(tbh, tjt * BC, first_row(a, tjt * BC), it);
@@ -91,7 +98,7 @@ struct B11Policy : B10Policy {
              * row tiles, a block held its next K/V tile for a whole walk (up to 256 row tiles at N = 16384), and the
              * causal tiles, long first, balanced worse than kernel 10's blocks (causal, D = 128: 3% slower than kernel
              * 10 at N = 4096, 7% at 16384). */
-            ticket = atomicAdd(&g_bwd_tickets, 1u) - a.ticket0;
+            ticket = atomicAdd(&g_bwd_tickets[a.slot], 1u);
         }
     }
     /* The item in slot item % 2 of the ring (bh, jt); false past the last. Every thread that reads the ring arrives on
@@ -139,8 +146,8 @@ struct B11Policy : B10Policy {
         }
         return items > sms ? sms : items;
     }
-    static unsigned ticket0() { return g_bwd_ticket0; }
-    static void launched(long items, long grid) { g_bwd_ticket0 += (unsigned)(items + grid); }
+    static unsigned slot() { return g_bwd_slot; }
+    static void launched(long items, long grid) { (void)items, (void)grid; g_bwd_slot = (g_bwd_slot + 1) % BWD_SLOTS; }
 
     static const char *desc_items() { return "one block per SM taking K/V tiles from a counter, the next one loading under this one's end; "; }
 };

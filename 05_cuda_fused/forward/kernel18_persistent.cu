@@ -26,9 +26,9 @@
  *
  * What it costs: Q's 16 or 32 KB of shared memory (161 KB a block at D = 128), one atomic per row tile, two more
  * mbarrier waits per row tile, and 24 bytes of the producer thread's state spilled to local memory (it has 24
- * registers and now carries the ticket, the next one and the ring's count); two launches of kernel 18 must not run at
- * once (they share the counter). The consumers' tile loop is kernel 14's plus 17 instructions per tile at D = 64 (849
- * per-thread instructions against 832, counted in the machine code).
+ * registers and now carries the ticket, the next one and the ring's count); one atomic a block at its end, which
+ * leaves the launch's counter at zero for the next (below). The consumers' tile loop is kernel 14's plus 17
+ * instructions per tile at D = 64 (849 per-thread instructions against 832, counted in the machine code).
  *
  * Measured: H100, fp16, over kernel 14: +25% at N = 512 falling to 0 at N = 16384 (D = 64), +16% to -2% (D = 128);
  * causal +22% to +51% up to N = 2048 at D = 128, -4% at N = 16384; the runs, cuDNN beside them and the head groups'
@@ -41,16 +41,28 @@
 
 // --- the idea --------------------------------------------------------------------------------------------------
 
-/* The tickets: a counter in global memory that never goes back to zero. A launch takes exactly items + grid numbers
- * from it (each block takes tickets until one is past the last item, which tells it to stop), so the launcher knows
- * where the next launch's tickets start (g_ticket0) without a memset in front of every launch. The cost: two launches
- * of a persistent kernel must not run at the same time (one stream: every caller here). Each kernel file that
- * includes this one has its own pair. */
-static __device__ unsigned g_tickets;
-static unsigned g_ticket0;                        // host: where the next launch's tickets start
+/* The tickets: TICKET_SLOTS counters in global memory, each at zero between launches. A launch takes the next slot (in
+ * turn, on the host), and its blocks take tickets 0, 1, 2, ... from that slot's counter until one is past the last
+ * item, which tells a block to stop; the block that stops last (g_done counts them) puts the slot back to zero. So
+ * every launch finds its counter at zero however it is launched: replayed from a CUDA graph (which keeps the slot it
+ * was captured with), on two streams at once (each launch its own slot), after a launch that was refused. What it
+ * costs: one more atomic per block, at its end. At most TICKET_SLOTS launches of one kernel file may run at once.
+ * Each kernel file that includes this one has its own slots. */
+enum { TICKET_SLOTS = 64 };
+static __device__ unsigned g_tickets[TICKET_SLOTS], g_done[TICKET_SLOTS];
+static unsigned g_slot;                           // host: the slot of the next launch
 
-/* The next ticket of the launch whose first is ticket0: 0, 1, 2, ... in the order they are taken. */
-__device__ __forceinline__ unsigned next_ticket(unsigned ticket0) { return atomicAdd(&g_tickets, 1u) - ticket0; }
+/* The next ticket of the launch on slot `slot`: 0, 1, 2, ... in the order they are taken. */
+__device__ __forceinline__ unsigned next_ticket(unsigned slot) { return atomicAdd(&g_tickets[slot], 1u); }
+/* A block has taken its ticket past the end: its last atomic on the slot's counter is done (its value was used), so
+ * the block that gets here last may put the slot back to zero for the next launch that takes it. */
+__device__ __forceinline__ void tickets_done(unsigned slot)
+{
+    if (atomicAdd(&g_done[slot], 1u) == gridDim.x - 1) {
+        atomicExch(&g_tickets[slot], 0u);
+        atomicExch(&g_done[slot], 0u);
+    }
+}
 
 template <int D, typename T> struct Persistent : Pingpong<D, T> {
     using C = K13<D>;
@@ -60,7 +72,7 @@ template <int D, typename T> struct Persistent : Pingpong<D, T> {
     struct Sched {
         const CUtensorMap *tm_q;                  // Q as [B*H][N][D] for the copy engine
         long BH, G;                               // heads; causal: heads per group (tile_order.cuh)
-        unsigned ticket0;                         // this launch's first ticket
+        unsigned slot;                            // this launch's ticket counter (g_tickets[slot])
         uint32_t full_q, empty_q, full_t, empty_t;
         volatile unsigned *tickets;
         unsigned items;                           // BH x row tiles
@@ -90,15 +102,18 @@ template <int D, typename T> struct Persistent : Pingpong<D, T> {
     template <class B> static __device__ __forceinline__ void produce(B &b)
     {
         auto &q = b.sched;
-        unsigned ticket = next_ticket(q.ticket0);
+        unsigned ticket = next_ticket(q.slot);
         long jb = 0;
         for (long it = 0;; it++) {
             const int slot = (int)(it % 2);
             mbar_wait(q.empty_t + 8 * slot, (int)((it / 2) & 1) ^ 1);
             q.tickets[slot] = ticket;
             mbar_arrive(q.full_t + 8 * slot);     // release: the ticket is visible to whoever waits
-            if (ticket >= q.items) break;         // past the last item: this block is done
-            const unsigned next = next_ticket(q.ticket0);
+            if (ticket >= q.items) {              // past the last item: this block is done
+                tickets_done(q.slot);
+                break;
+            }
+            const unsigned next = next_ticket(q.slot);
             ticket_tile(ticket, q.BH, b.row_tiles, b.causal, q.G, &b.bh, &b.tile);
             mbar_wait(q.empty_q, (int)(it & 1) ^ 1);
             mbar_expect_tx(q.full_q, C::QTILE);
@@ -184,20 +199,20 @@ template <int D, typename T, class P>
 __global__ void __launch_bounds__(K13<D>::THREADS, 1)
 wgmma_persist(const T *__restrict__ Q, T *__restrict__ O, float *__restrict__ L, long N, long row_tiles, int causal,
               float scale_log2, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
-              const __grid_constant__ CUtensorMap tm_q, long BH, long G, unsigned ticket0)
+              const __grid_constant__ CUtensorMap tm_q, long BH, long G, unsigned slot)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    run_overlap<D, T, P>(Q, O, L, N, row_tiles, causal, scale_log2, tm_k, tm_v, {&tm_q, BH, G, ticket0});
+    run_overlap<D, T, P>(Q, O, L, N, row_tiles, causal, scale_log2, tm_k, tm_v, {&tm_q, BH, G, slot});
 #else
     (void)Q, (void)O, (void)L, (void)N, (void)row_tiles, (void)causal, (void)scale_log2, (void)tm_k, (void)tm_v, (void)tm_q,
-        (void)BH, (void)G, (void)ticket0;
+        (void)BH, (void)G, (void)slot;
 #endif
 }
 
 // --- the launcher ------------------------------------------------------------------------------------------------
 
 /* One block per SM (fewer when there are fewer items), Q's tensor map beside K's and V's (KvMaps makes pairs: Q's
- * twice), the tickets from g_ticket0 on. The shared-memory opt-in and the SM count are asked on the first launch of
+ * twice), the tickets from the next slot. The shared-memory opt-in and the SM count are asked on the first launch of
  * each instance only: a host call between the timer's start and the launch is in the time. */
 template <int D, typename T>
 template <class Self>
@@ -229,9 +244,9 @@ int Persistent<D, T>::launch(int id, const void *q, const void *k, const void *v
     if (G > B * H) G = B * H;
     const float scale_log2 = softmax_scale_log2(D);
     wgmma_persist<D, T, Self><<<(unsigned)grid, C::THREADS, C::bytes_persist, s>>>(
-        (const T *)q, (T *)o, Lp, N, row_tiles, causal, scale_log2, maps.k, maps.v, qmaps.k, B * H, G, g_ticket0);
+        (const T *)q, (T *)o, Lp, N, row_tiles, causal, scale_log2, maps.k, maps.v, qmaps.k, B * H, G, g_slot);
     CUDA_CHECK_LAST();
-    g_ticket0 += (unsigned)(items + grid);        // every item's ticket, and one past the end per block
+    g_slot = (g_slot + 1) % TICKET_SLOTS;         // taken only by a launch that was made
     return 0;
 }
 
