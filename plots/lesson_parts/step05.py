@@ -69,8 +69,7 @@ def ladder(ids, N=4096):
     rs = rows(BENCH, mode="bench", causal=0)
     body = []
     naive = [pick(rs, kernel=0, N=N, D=D) for D in (64, 128)]
-    body.append(["naive", "cuBLAS S = Q K^T, a softmax kernel, cuBLAS O = P V; S and P in memory"] +
-                [fmt(tf(r)) for r in naive] + [""])
+    body.append(["naive", "cuBLAS, S and P in memory"] + [fmt(tf(r)) for r in naive] + [""])
     for k in ids:
         name, idea = entry("kernel", k)
         here = [pick(rs, kernel=k, N=N, D=D) for D in (64, 128)]
@@ -81,8 +80,8 @@ def ladder(ids, N=4096):
             rel += f" of {e}"
         else:
             rel = ""
-        body.append([f"{k}", f"**{name}**: {idea}"] + [fmt(tf(r)) for r in here] + [rel])
-    return table(["kernel", "the one idea", "D = 64", "D = 128", "against the kernel it extends"], body,
+        body.append([f"{k}", name] + [fmt(tf(r)) for r in here] + [rel])
+    return table(["kernel", "name", "D = 64", "D = 128", "against the kernel it extends"], body,
                  ["---:", "---", "---:", "---:", "---:"]) + f"\n\n<sub>TFLOP/s at N = {N}, fp16; " + source(BENCH) + "</sub>"
 
 
@@ -153,14 +152,14 @@ def backward():
     ss = rows(BWD_SDPA, mode="bench_backward", causal=0)
     body = []
     naive = [pick(rs, kernel=0, N=4096, D=D) for D in (64, 128)]
-    body.append(["naive", "cuBLAS for the five products, P stored"] + [fmt(tf(r)) for r in naive])
+    body.append(["naive", "cuBLAS, P stored"] + [fmt(tf(r)) for r in naive])
     for k in range(2, 13):
         name, idea = entry("bwd", k)
         here = [pick(rs, kernel=k, N=4096, D=D) for D in (64, 128)]
-        body.append([f"B{k}", f"**{name}**: {idea}"] + [fmt(tf(r)) for r in here])
+        body.append([f"B{k}", name] + [fmt(tf(r)) for r in here])
     for kid, name in ((-2, "FlashAttention-2"), (-3, "cuDNN")):
-        body.append([name, "through PyTorch, the same call"] + [fmt(tf(pick(ss, kernel=kid, N=4096, D=D))) for D in (64, 128)])
-    return (table(["kernel", "the one idea", "D = 64", "D = 128"], body, ["---:", "---", "---:", "---:"]) +
+        body.append([name, "PyTorch"] + [fmt(tf(pick(ss, kernel=kid, N=4096, D=D))) for D in (64, 128)])
+    return (table(["kernel", "name", "D = 64", "D = 128"], body, ["---:", "---", "---:", "---:"]) +
             "\n\n<sub>backward TFLOP/s (2.5x the forward's FLOPs) at N = 4096, fp16; " + source(BWD, "kernels") + "; " +
             source(BWD_SDPA, "FlashAttention-2 and cuDNN") + "</sub>")
 
@@ -171,11 +170,9 @@ SHORT_BWD_C, SHORT_BWD_SDPA_C = "short_backward_h200_fp16_causal.csv", "short_sd
 
 @part("s05-backward-short")
 def backward_short():
-    out = []
-    for c, b, s in ((0, SHORT_BWD, SHORT_BWD_SDPA), (1, SHORT_BWD_C, SHORT_BWD_SDPA_C)):
-        out.append(("**causal**\n\n" if c else "**not causal**\n\n") + best_vs(b, s, c, (512, 1024, 2048), mode="bench_backward"))
-    return "\n\n".join(out) + ("\n\n<sub>backward, fp16, kernels 8-12; " + source(SHORT_BWD, "kernels") + "; " +
-                               source(SHORT_BWD_SDPA, "cuDNN") + "; the causal runs the same with `--causal`</sub>")
+    return (best_vs(SHORT_BWD, SHORT_BWD_SDPA, 0, (512, 1024, 2048), mode="bench_backward") +
+            "\n\n<sub>backward, fp16, not causal, kernels 8-12; " + source(SHORT_BWD, "kernels") + "; " +
+            source(SHORT_BWD_SDPA, "cuDNN") + "</sub>")
 
 
 # --- decode --------------------------------------------------------------------------------------------------------
@@ -215,16 +212,14 @@ def fp8():
     ids = sorted({int(r["kernel"]) for r in rs})
     body = []
     for k in ids:
+        name, idea = entry("kernel", k)
         if k == 14:
-            name, idea = entry("kernel", 14)
-            idea = "the best fp16 kernel of the same schedule, for scale"
-        else:
-            name, idea = entry("kernel", k)
+            name += " (fp16, for scale)"
         cells = []
         for D, N in ((64, 4096), (128, 4096), (128, 16384)):
             cells.append(fmt(tf(pick(rs, kernel=k, D=D, N=N))))
-        body.append([f"{k}", f"**{name}**: {idea}"] + cells)
-    return (table(["kernel", "the one idea", "D = 64, N = 4096", "D = 128, N = 4096", "D = 128, N = 16384"], body,
+        body.append([f"{k}", name] + cells)
+    return (table(["kernel", "name", "D = 64, N = 4096", "D = 128, N = 4096", "D = 128, N = 16384"], body,
                   ["---:", "---", "---:", "---:", "---:"]) +
             f"\n\n<sub>TFLOP/s, not causal; the chip's GEMM in that run: cuBLAS fp16 {ceil.get('fp16', 0):.0f}, cublasLt e4m3 "
             f"{ceil.get('fp8', 0):.0f}; " + source(FP8) + "</sub>")
@@ -243,3 +238,10 @@ def fp8_errors():
     return (table(["inputs", "causal", "fp16 storage", "FP8, a scale per tensor", "a scale per block", "blocks + Hadamard",
                    "largest score"], body, ["---", "---", "---:", "---:", "---:", "---:", "---:"]) +
             "\n\n<sub>RMS error of O against float64, N = 1024, D = 64; " + source(FP8_ERR) + "</sub>")
+
+
+# --- the timer's own check -----------------------------------------------------------------------------------------
+
+@part("s05-timer")
+def timer():
+    return excerpt("timer_h200.txt", [("range", r"^the timer's check", r"^FP8 kernel")])
