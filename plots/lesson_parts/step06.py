@@ -101,18 +101,9 @@ def gb(x):
 
 @part("s06-mask-out")
 def mask_out():
-    return excerpt(MASK, [r"^step06: causal attention", r"^non-causal:", r"^causal:", r"^causal visited", r"^formula:"])
-
-
-@part("s06-tiles")
-def tiles():
-    m = grab(MASK, r"causal visited (\d+ of \d+) tiles")
-    return m
-
-
-@part("s06-tiles-pct")
-def tiles_pct():
-    return grab(MASK, r"tiles \((\d+%)\)")
+    """The causal run, the tiles visited against non-causal's and their formula (the lesson names the shape; the
+    header and the non-causal run's line are in the file)."""
+    return excerpt(MASK, [r"^causal:", r"^causal visited", r"^formula:"])
 
 
 @part("s06-cpu-speedup")
@@ -192,16 +183,6 @@ def train_out():
     return excerpt(TRAIN, [r"^ step \|", r"^      \|    naive", r"^    1 \|", r"^  200 \|"])
 
 
-@part("s06-train-secs")
-def train_secs():
-    return grab(TRAIN, r"steps of \d+ runs in (\S+) s")
-
-
-@part("s06-train-machine")
-def train_machine():
-    return machine(TRAIN)
-
-
 @part("s06-bigram")
 def bigram():
     return grab(TRAIN, r"no better than (\S+) nats")
@@ -239,19 +220,31 @@ def overflow_out():
 
 @part("s06-claims-table")
 def claims_table():
-    """The validation loss at the end of each corpus and length: where the chapter's claims show."""
+    """The validation loss at the end of each corpus and length: where the chapter's claims show (the lesson's:
+    without the tile-relative run's loss under its own mask, which the record's s06r-claims-table adds)."""
+    return claims(own_mask=False)
+
+
+@part("s06r-claims-table")
+def record_claims_table():
+    return claims(own_mask=True)
+
+
+def claims(own_mask):
     body = []
     for name in (CSV_TEXT, CSV_TEXT_LONG, CSV_LAG):
         c = curves(name)
         steps = max(c[("naive", "val")])
         extra = re.sub(r"^\./step06 --train|--csv \S+|--steps \d+", "", command(name)).strip()
-        body.append((f"{'`' + extra + '`' if extra else 'the text'}, {steps} steps",
+        own = [fmt(last(c, "relative", "val_own_mask"), 3)] if own_mask else []
+        body.append([f"{'`' + extra + '`' if extra else 'the text'}, {steps} steps",
                      fmt(last(c, "naive", "val"), 3), fmt(last(c, "tiled", "val"), 3),
-                     fmt(last(c, "relative", "val"), 3), fmt(last(c, "relative", "val_own_mask"), 3),
-                     fmt(last(c, "break2", "val"), 3), fmt(last(c, "break1", "val"), 3)))
+                     fmt(last(c, "relative", "val"), 3)] + own +
+                    [fmt(last(c, "break2", "val"), 3), fmt(last(c, "break1", "val"), 3)])
     src = ", ".join(f"[{n}](%GALLERY%/{n})" for n in (CSV_TEXT, CSV_TEXT_LONG, CSV_LAG))
-    return (table(["run", "naive", "tiled", "tile-relative (right mask)", "tile-relative (own mask)", "Break 2",
-                   "Break 1"], body)
+    head = ["run", "naive", "tiled"] + (["tile-relative (right mask)", "tile-relative (own mask)"] if own_mask
+                                        else ["tile-relative"])
+    return (table(head + ["Break 2", "Break 1"], body)
             + f"\n\n<sub>validation loss at the last step, nats; {machine(CSV_TEXT)}; {src}</sub>")
 
 
@@ -272,6 +265,13 @@ def b2_gap_lag():
 
 @part("s06-wall-out")
 def wall_out():
+    """The lesson's: the first T where naive fails, and the answer."""
+    return excerpt(TRAIN, [r"^\s+T\s+naive \(of which P\)", r"^\s+8192\s", r"^answer: under"], caption=False)
+
+
+@part("s06r-wall-out")
+def record_wall_out():
+    """The record's: the first T where naive fails, the largest tried, and the answer."""
     return excerpt(TRAIN, [r"^\s+T\s+naive \(of which P\)", r"^\s+(8192|32768)\s", r"^answer: under"], caption=False)
 
 
@@ -289,9 +289,10 @@ def gpu200():
     runs = ("gpu-naive", "gpu-fused", "cpu-naive")
     steps = sorted(c[("gpu-naive", "train")])
     gap = max(abs(c[(a, "train")][s] - c[(b, "train")][s]) for s in steps for a in runs for b in runs)
-    val = ", ".join(f"{last(c, r, 'val'):.6f}" for r in runs)
-    return (f"the three losses agree at all {len(steps)} steps to {gap:.0e}, the CSV's last decimal, and end in "
-            f"validation at {val} ([{GPU200}](%GALLERY%/{GPU200}))")
+    vals = [f"{last(c, r, 'val'):.6f}" for r in runs]
+    val = f"all at {vals[0]}" if len(set(vals)) == 1 else "at " + ", ".join(vals)
+    return (f"the three losses agree at all {len(steps)} steps to {gap:.0e} (the CSV's last decimal) and end in "
+            f"validation {val} ([{GPU200}](%GALLERY%/{GPU200}))")
 
 
 def big_rows(name):
@@ -310,27 +311,31 @@ def big_row(rs, T, attn):
 
 @part("s06-big-table")
 def big_table():
-    """--big at the smallest and the largest T of the run: speed, memory, the wall."""
+    """--big at the smallest and the largest T of the run: each attention's time per step and memory, a row per T;
+    a fused run's speed-up over the naive run of its type in brackets."""
     rs = big_rows(BIG)
     Ts = sorted({int(r["T"]) for r in rs})
-    show = sorted({Ts[0], Ts[-1]})
+    attns = ("naive", "fused", "naive-bf16", "fused-bf16")
     body = []
-    for T in show:
-        for attn in ("naive", "fused", "naive-bf16", "fused-bf16"):
+    for T in sorted({Ts[0], Ts[-1]}):
+        row = [T]
+        for attn in attns:
             r = big_row(rs, T, attn)
             if r is None:
+                row.append("")
                 continue
             if r["fits"] != "1":
-                body.append((T, attn, "OOM", f"asked {gb(r['bytes'])}", ""))
+                row.append(f"OOM, asked {gb(r['bytes'])}")
                 continue
-            ratio = ""
+            cell = f"{float(r['ms_per_step']):.2f} ms, {gb(r['peak_bytes'])}"
             if attn.startswith("fused"):
                 n = big_row(rs, T, attn.replace("fused", "naive"))
                 if n is not None and n["fits"] == "1":
-                    ratio = f"{float(n['ms_per_step']) / float(r['ms_per_step']):.2f}x"
-            body.append((T, attn, f"{float(r['ms_per_step']):.2f}", gb(r["peak_bytes"]), ratio))
-    return (table(["T", "attention", "ms/step", "memory", "speed, fused / naive"], body)
-            + f"\n\n<sub>{source(BIG)}</sub>")
+                    cell += f" ({float(n['ms_per_step']) / float(r['ms_per_step']):.2f}x)"
+            row.append(cell)
+        body.append(row)
+    return (table(["T"] + list(attns), body)
+            + f"\n\n<sub>ms per step, memory (fused's speed-up over naive); {source(BIG)}</sub>")
 
 
 def first_oom(rs, attn):
@@ -343,18 +348,6 @@ def first_oom(rs, attn):
 def largest_fit(rs, attn):
     ok = [r for r in rs if r["attention"] == attn and r["fits"] == "1"]
     return max(ok, key=lambda r: int(r["T"])) if ok else None
-
-
-@part("s06-big-wall")
-def big_wall():
-    """The device's wall: the first T where naive fp32 does not fit, and what fused needs there."""
-    rs = big_rows(BIG)
-    n = first_oom(rs, "naive")
-    if n is None:
-        return f"naive fp32 fits every T of the run (up to {max(int(r['T']) for r in rs)})"
-    f = big_row(rs, n["T"], "fused")
-    return (f"at T = {n['T']} naive fp32 asks for {gb(n['bytes'])}, past the device, where fused trains in "
-            f"{gb(f['peak_bytes'])}")
 
 
 @part("s06-big16-wall")
@@ -386,7 +379,10 @@ def gen_out():
             raise DataError(f"plots/gallery/{GEN}: no text between '---' lines")
         rest = [i for i, l in enumerate(lines) if re.match(r"^check \(cpu\)", l)]
         return set(range(dashes[0], dashes[1] + 1)) | set(rest)
-    return excerpt_where(GEN, keep)
+    text = excerpt_where(GEN, keep)
+    # the generated text, its first 100 characters: enough to see the corpus's syllables
+    return "\n".join(l[:100].rstrip() + " [...]" if len(l) > 100 and not l.startswith(("check", "<sub>")) else l
+                     for l in text.split("\n"))
 
 
 @part("s06-gen-diff")
