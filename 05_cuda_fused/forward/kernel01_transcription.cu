@@ -1,26 +1,22 @@
 /*
- * Kernel 1: the transcription. Step 04's loop moved onto the GPU almost line
- * for line, fp32, one thread per query row.
+ * Kernel 1: the transcription. Step 04's loop moved onto the GPU almost line for line, fp32, one thread per query
+ * row.
  *
- * What changes over step 04 (04_online_softmax/flash.c): the loop over row
- * tiles becomes the grid (one thread per query row i, so a row tile is a
- * block of threads), and everything a row owns lives in that thread's
- * registers: m, l and o[D], written to O once at the end. The K/V loop and
- * the update lines are the chapter's, with the same names: s_tile, m_tile,
- * p_tile, l_tile, m_new, alpha, beta.
+ * Extends step 04's CPU forward (04_online_softmax/flash.c); it is the first rung. The idea: the loop over row tiles
+ * becomes the grid (one thread per query row i, so a row tile is a block of threads), and everything a row owns lives
+ * in that thread's registers: m, l and o[D], written to O once at the end. The K/V loop and the update lines are the
+ * chapter's, with the same names: s_tile, m_tile, p_tile, l_tile, m_new, alpha, beta.
  *
- * What it costs: nothing is shared between threads. Every thread reads every
- * row of K and V from memory itself (the 32 threads of a warp read the same
- * k_j at the same time, so the hardware broadcasts it from L1, which is what
- * keeps this kernel from being hopeless), and the work per thread is a
- * serial chain of 4*N*D flops. Kernel 2 loads each K/V tile once per block
- * into shared memory instead.
+ * Why: the chapter's algorithm on the GPU before any change to it, so that every later kernel is this one plus one
+ * idea at a time.
  *
- * Measured on the H100 80GB HBM3 (./step05, B=2 H=8 N=4096 D=64, fp32,
- * median of 10, commit 5c77e18): 25.818 ms, 2.66 TFLOP/s, 0.12x the naive
- * cuBLAS baseline (2.972 ms).
- * Below the 5 TFLOP/s this step aimed for: the per-thread K/V reads are the
- * cost, which is what kernel 2 removes. Full output: RESULTS.md.
+ * What it costs: nothing is shared between threads. Every thread reads every row of K and V from memory itself (the
+ * 32 threads of a warp read the same k_j at the same time, so the hardware broadcasts it from L1, which is what keeps
+ * this kernel from being hopeless), and the work per thread is a serial chain of 4 N D flops. Kernel 2 loads each K/V
+ * tile once per block into shared memory instead.
+ *
+ * Measured: H100, fp32, B = 2, H = 8, N = 4096, D = 64: 2.66 TFLOP/s, 0.12x the naive cuBLAS baseline, below the 5
+ * TFLOP/s this step aimed for: the per-thread K/V reads are the cost; the run: RESULTS.md#kernel-1.
  */
 #include <cmath>
 

@@ -1,55 +1,37 @@
 /*
- * Extends: kernel01_transcription.cu; idea: each K/V tile read once into shared memory and shared by the whole block
+ * Kernel 2: shared-memory tiles. One thread block per (batch, head, Q tile of BR = 64 rows); K and V walked in tiles
+ * of BC = 64 rows, each loaded ONCE into shared memory and used by all 64 query rows of the block.
  *
- * Kernel 2: shared-memory tiles. One thread block per (batch, head, Q tile
- * of BR = 64 rows); K and V walked in tiles of BC = 64 rows, each loaded
- * ONCE into shared memory and used by all 64 query rows of the block.
+ * Extends kernel 1 (kernel01_transcription.cu). The idea: in kernel 1 each of the 128 threads of a block (one query
+ * row each) reads every k_j and v_j itself (128 reads of each K/V row per block); here the block loads a K/V tile once
+ * (1 read per row tile: the "IO-aware" point of the chapter, with the tile in the SM's SRAM) and 256 threads compute
+ * the [BR, BC] score tile together, each thread a 4 x 4 block of it, kept in registers. Each row of the tile belongs
+ * to 16 threads (a half warp), so the row max and row sum are 4 shuffles.
  *
- * What changes over kernel 1: in kernel 1 each of the 128 threads of a block
- * (one query row each) reads every k_j and v_j itself (128 reads of each K/V
- * row per block); here the block loads a K/V tile once (1 read per row tile: the
- * "IO-aware" point of the chapter, with the tile in the SM's SRAM) and 256
- * threads compute the [BR, BC] score tile together, each thread a 4 x 4
- * block of it, kept in registers. Each row of the tile belongs to 16 threads
- * (a half warp), so the row max and row sum are 4 shuffles.
+ * The update is the chapter's, written the way FlashAttention-2 does it: p = e^(s - m_new) directly, which is
+ * beta * e^(s - m_tile) with beta folded in; alpha = e^(m - m_new) rescales l and o. l is kept per thread (the sum of
+ * its own columns) and summed across the half warp only once, at the end, because alpha is the same for every column
+ * of a row.
  *
- * The update is the chapter's, written the way FlashAttention-2 does it:
- * p = e^(s - m_new) directly, which is beta * e^(s - m_tile) with beta
- * folded in; alpha = e^(m - m_new) rescales l and o. l is kept per thread
- * (the sum of its own columns) and summed across the half warp only once,
- * at the end, because alpha is the same for every column of a row.
+ * Tile sizes: the chapter's B_c = ceil(M / 4d) (003, with M the shared memory per block) is printed by describe(); on
+ * an H100 it gives ~900 rows at D = 64, far more than a register-blocked tile can use, so the kernel rounds down to
+ * BR = BC = 64 (a 4 x 4 register block per thread, 256 threads).
  *
- * Tile sizes: the chapter's B_c = ceil(M / 4d) (003, with M the shared
- * memory per block) is printed by describe(); on an H100 it gives ~900 rows
- * at D = 64, far more than a register-blocked tile can use, so the kernel
- * rounds down to BR = BC = 64 (a 4 x 4 register block per thread, 256
- * threads). Shared memory: Q, K, V tiles [64][D+1] and P [64][65] floats,
- * 66 KB at D = 64 and 116 KB at D = 128, above the default 48 KB: asked for
- * with cudaFuncSetAttribute and checked against the device limit.
+ * Why: kernel 1's per-thread K/V reads are its cost; a tile read once serves 64 rows.
  *
- * For the backward (bwd01_transcription.cu) it can also write L = m + log l,
- * one float per row (launch_l, L != NULL): the row's m and l are already in
- * registers at the end, so that is one store per row and one logf, behind a
- * branch on L that is the same for the whole grid. Measured (./step05
- * --backward, fp32, B=2 H=8 N=4096 D=64, interleaved, median of 10): 2.682 ms
- * without L, 2.685 ms writing it (+0.1%).
+ * What it costs: shared memory, Q, K, V tiles [64][D+1] and P [64][65] floats, 66 KB at D = 64 and 116 KB at
+ * D = 128, above the default 48 KB: asked for with cudaFuncSetAttribute and checked against the device limit.
  *
- * A score modifier (question 5), launch_alibi: ALiBi's -slope |i - j| added to
- * s_tile where the causal mask goes, before m_tile, with the absolute row and
- * column; behind a branch on the slope pointer, the same for the whole grid.
- * Measured (H100, ./step05 --alibi, fp32, B=2 H=8 N=4096 D=64, with and
- * without interleaved, median of 20, commit f334dde): 2.749 ms with ALiBi,
- * 2.618 ms without (+5.0%); max abs 1.16e-06 against the float64 reference
- * with the bias. The L store and this branch are in the plain kernel's code
- * too and moved ptxas's register allocation (sm_90a, nvcc -Xptxas -v, spill
- * stores before them -> after: D = 16 32 -> 8 bytes, 32 40 -> 24, 48 12 -> 20,
- * 64 12 -> 0, 80 4 -> 36, 96-128 none); timed at D = 64 only. Kernel 3's
- * compile-time flag (kernel03_mma.cu) leaves the plain kernel as it was.
+ * For the backward (bwd01_transcription.cu) it can also write L = m + log l, one float per row (launch_l, L != NULL):
+ * the row's m and l are already in registers at the end, so that is one store per row and one logf, behind a branch
+ * on L that is the same for the whole grid (measured: +0.1%). A score modifier (question 5), launch_alibi: ALiBi's
+ * -slope |i - j| added to s_tile where the causal mask goes, before m_tile, with the absolute row and column; behind a
+ * branch on the slope pointer, the same for the whole grid (measured: +5.0% with ALiBi). The L store and this branch
+ * are in the plain kernel's code too and moved ptxas's register allocation (spills at some D; the counts:
+ * RESULTS.md#kernel-2); kernel 3's compile-time flag (kernel03_mma.cu) leaves the plain kernel as it was.
  *
- * Measured on the H100 80GB HBM3 (./step05, B=2 H=8 N=4096 D=64, fp32,
- * median of 10, commit 5c77e18): 2.670 ms, 25.74 TFLOP/s, 1.11x the naive
- * cuBLAS baseline (2.972 ms, 23.12 TFLOP/s) in the same run. Full output:
- * RESULTS.md.
+ * Measured: H100, fp32, B = 2, H = 8, N = 4096, D = 64: 25.74 TFLOP/s, 9.7x kernel 1 and 1.11x the naive cuBLAS
+ * baseline in the same run; the run, L's and ALiBi's costs: RESULTS.md#kernel-2.
  */
 #include <cmath>
 

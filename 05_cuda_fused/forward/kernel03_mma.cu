@@ -1,45 +1,38 @@
 /*
- * Extends: kernel02_smem_tiles.cu; idea: both matrix products on the tensor cores (mma.sync, fp16/bf16)
+ * Kernel 3: tensor cores. fp16 / bf16 inputs, the two matrix products of the tile loop on mma.sync m16n8k16, fp32
+ * softmax state and fp32 accumulation.
  *
- * Kernel 3: tensor cores. fp16 / bf16 inputs, the two matrix products of the
- * tile loop on mma.sync m16n8k16, fp32 softmax state and fp32 accumulation.
- *
- * What changes over kernel 2 (the one idea: let the tensor cores do both
- * products, and keep everything else where the tensor cores want it):
- *   - 4 warps per block, each warp owns 16 query rows (BR = 64 in all) and
- *     does all of their work itself: no __syncthreads around the softmax.
+ * Extends kernel 2 (kernel02_smem_tiles.cu). The idea: let the tensor cores do both products, and keep everything
+ * else where the tensor cores want it:
+ *   - 4 warps per block, each warp owns 16 query rows (BR = 64 in all) and does all of their work itself: no
+ *     __syncthreads around the softmax.
  *   - Q_i's fragments are loaded once with ldmatrix and stay in registers.
- *   - s_tile = Q_i K_j^T: per warp a 16 x 64 tile of fp32 accumulators
- *     (8 mma n-tiles), the K fragments read from shared memory with ldmatrix.
- *   - the softmax works on those accumulators in place; each row's 64 values
- *     live in the 4 lanes of a quad, so a row max or sum is 2 shuffles.
- *     e^(s - m) is computed as 2^(s * scale * log2 e - m'), m' in the same
- *     units: the scores multiplied by scale * log2 e as they are masked (an
- *     FMUL each), then one FADD and one EX2 per probability (kernel 9 folds
- *     the FMUL and the FADD into one FFMA).
- *   - p_tile is packed to 16 bits straight from the accumulator registers and
- *     used as the A operand of O += P V (tc.cuh: the C layout of m16n8 is the
- *     A layout of the next mma), V's fragments via ldmatrix.trans: P never
+ *   - s_tile = Q_i K_j^T: per warp a 16 x 64 tile of fp32 accumulators (8 mma n-tiles), the K fragments read from
+ *     shared memory with ldmatrix.
+ *   - the softmax works on those accumulators in place; each row's 64 values live in the 4 lanes of a quad, so a row
+ *     max or sum is 2 shuffles. e^(s - m) is computed as 2^(s * scale * log2 e - m'), m' in the same units: the
+ *     scores multiplied by scale * log2 e as they are masked (an FMUL each), then one FADD and one EX2 per
+ *     probability (kernel 9 folds the FMUL and the FADD into one FFMA).
+ *   - p_tile is packed to 16 bits straight from the accumulator registers and used as the A operand of O += P V
+ *     (tc.cuh: the C layout of m16n8 is the A layout of the next mma), V's fragments via ldmatrix.trans: P never
  *     touches shared memory.
- *   - shared rows padded by 16 bytes, so the 8 rows each ldmatrix reads fall
- *     in 8 different 4-bank groups (no bank conflicts).
- * K and V tiles are still loaded synchronously (load, __syncthreads, compute):
- * kernel 4 overlaps the next tile's load with this tile's math.
+ *   - shared rows padded by 16 bytes, so the 8 rows each ldmatrix reads fall in 8 different 4-bank groups (no bank
+ *     conflicts).
  *
- * A score modifier (question 5), launch_alibi: the same kernel compiled with
- * ALiBi's -slope |i - j| added to the score accumulators beside the mask,
- * before the row max (kernel3_alibi; kernel3_mma is compiled without it, and
- * its PTX is the same as before ALiBi existed). Measured (H100, ./step05
- * --alibi --dtype fp16, B=2 H=8 N=4096 D=64, with and without interleaved,
- * median of 20, commit f334dde): 0.626 ms with ALiBi, 0.456 ms without (+37%): the bias is computed per score (an integer
- * distance, a convert, a multiply-add) where a tuned kernel would step it
- * along the row; max abs 9.11e-04 against float64, naive with the bias in
- * fp16 1.05e-03.
+ * Why: the two products are almost all of the flops, and kernel 2 runs them on the fp32 units; the tensor cores do
+ * them in 16 bits many times faster (the H100 SXM5: 989 TFLOP/s of fp16 matrix products, the FlashAttention-3
+ * paper's figure).
  *
- * Measured on the H100 (NVIDIA H100 80GB HBM3, commit 5c77e18, fp16, N = 4096,
- * FlashAttention's shapes B = 16384/N, H = 2048/D; ./step05 --bench --dtype fp16):
- * 169.9 TFLOP/s at D = 64 (56% of FlashAttention-2's 302), 187.2 TFLOP/s at
- * D = 128 (56% of its 335). Full table: 05_cuda_fused/RESULTS.md.
+ * What it costs: 16-bit inputs (fp32 kernels stop at kernel 2). K and V tiles are still loaded synchronously (load,
+ * __syncthreads, compute): kernel 4 overlaps the next tile's load with this tile's math.
+ *
+ * A score modifier (question 5), launch_alibi: the same kernel compiled with ALiBi's -slope |i - j| added to the score
+ * accumulators beside the mask, before the row max (kernel3_alibi; kernel3_mma is compiled without it, and its
+ * machine code is the same as before ALiBi existed). It costs 37%: the bias is computed per score (an integer
+ * distance, a convert, a multiply-add) where a tuned kernel would step it along the row.
+ *
+ * Measured: H100, fp16, N = 4096, FlashAttention's shapes: 169.9 TFLOP/s at D = 64 (56% of FlashAttention-2's 302),
+ * 187.2 at D = 128 (56% of its 335); the run and ALiBi's: RESULTS.md#kernel-3.
  */
 #include <cmath>
 

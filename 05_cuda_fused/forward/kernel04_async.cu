@@ -1,26 +1,20 @@
 /*
- * Extends: kernel03_mma.cu; idea: K/V tile j+1 copied by cp.async while the tensor cores work on tile j
+ * Kernel 4: kernel 3 with the K/V tiles loaded by cp.async, double-buffered: tile j+1 travels from global memory to
+ * shared memory while the tensor cores work on tile j.
  *
- * Kernel 4: kernel 3 with the K/V tiles loaded by cp.async, double-buffered:
- * tile j+1 travels from global memory to shared memory while the tensor
- * cores work on tile j.
+ * Extends kernel 3 (kernel03_mma.cu). The idea: overlap the loads with the math. In kernel 3 each iteration is load
+ * K_j, V_j (every warp waits on memory), __syncthreads, compute. Here shared memory holds two K/V buffers; before
+ * computing on buffer j % 2 the block issues cp.async for tile j+1 into the other one (16-byte copies that skip the
+ * registers; rows past N are zero-filled by the copy itself), and only waits for them after its math. Everything else
+ * (mma.sync, ldmatrix, P in registers, exp2) is kernel 3's, repeated here on purpose so the file reads alone: diff it
+ * against kernel03_mma.cu to see exactly the idea.
  *
- * What changes over kernel 3 (one idea: overlap the loads with the math):
- * in kernel 3 each iteration is load K_j, V_j (every warp waits on memory),
- * __syncthreads, compute. Here shared memory holds two K/V buffers; before
- * computing on buffer j % 2 the block issues cp.async for tile j+1 into the
- * other one (16-byte copies that skip the registers; rows past N are
- * zero-filled by the copy itself), and only waits for them after its math.
- * Everything else (mma.sync, ldmatrix, P in registers, exp2) is kernel 3's,
- * repeated here on purpose so the file reads alone: diff it against
- * kernel03_mma.cu to see exactly the idea.
+ * Why: in kernel 3 the tensor cores idle while every warp waits for its tile to arrive.
  *
- * Cost: 2x the K/V shared memory (87 KB at D = 128), so fewer blocks per SM.
+ * What it costs: 2x the K/V shared memory (87 KB at D = 128), so fewer blocks per SM.
  *
- * Measured on the H100 (NVIDIA H100 80GB HBM3, commit 35e3646, fp16, N = 4096,
- * FlashAttention's shapes B = 16384/N, H = 2048/D; ./step05 --bench --dtype fp16):
- * 189.8 TFLOP/s at D = 64 (63% of FlashAttention-2's 302), 202.9 TFLOP/s at
- * D = 128 (61% of its 335). Full table: 05_cuda_fused/RESULTS.md.
+ * Measured: H100, fp16, N = 4096, FlashAttention's shapes: 189.8 TFLOP/s at D = 64 (63% of FlashAttention-2's 302),
+ * 202.9 at D = 128 (61% of its 335); the run: RESULTS.md#kernel-4.
  */
 #include <cmath>
 

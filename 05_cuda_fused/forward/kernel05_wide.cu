@@ -1,23 +1,20 @@
 /*
- * Extends: kernel04_async.cu; idea: BR = 128 rows on 8 warps, and the mask built only on the tiles that need it
- *
  * Kernel 5: kernel 4 with a taller Q tile and a leaner inner loop.
  *
- * What changes over kernel 4 (the idea: spend fewer instructions per mma):
- *   - 8 warps and BR = 128 rows per block instead of 4 and 64: each K/V tile
- *     brought into shared memory now serves twice as many query rows, so
- *     global-to-shared traffic per FLOP halves.
- *   - the mask is only built where it can hide something: the last K/V tile
- *     (keys past N) and, in causal mode, the tiles that cross this warp's
- *     diagonal. Every other tile skips the 64 compares and selects per
- *     thread (and their 64-bit index arithmetic) that kernel 4 paid on
- *     every tile: read the SASS of the two to see the difference.
+ * Extends kernel 4 (kernel04_async.cu). The idea: spend fewer instructions per mma.
+ *   - 8 warps and BR = 128 rows per block instead of 4 and 64: each K/V tile brought into shared memory now serves
+ *     twice as many query rows, so global-to-shared traffic per FLOP halves.
+ *   - the mask is only built where it can hide something: the last K/V tile (keys past N) and, in causal mode, the
+ *     tiles that cross this warp's diagonal. Every other tile skips the 64 compares and selects per thread (and their
+ *     64-bit index arithmetic) that kernel 4 paid on every tile: read the SASS of the two to see the difference.
  * The rest is kernel 4, repeated on purpose so the file reads alone.
  *
- * Measured on the H100 (NVIDIA H100 80GB HBM3, commit 35e3646, fp16, N = 4096,
- * FlashAttention's shapes B = 16384/N, H = 2048/D; ./step05 --bench --dtype fp16):
- * 201.1 TFLOP/s at D = 64 (67% of FlashAttention-2's 302), 213.9 TFLOP/s at
- * D = 128 (64% of its 335). Full table: 05_cuda_fused/RESULTS.md.
+ * Why: the mask's instructions ran on every tile, and each K/V tile fed only 64 rows.
+ *
+ * What it costs: a block of 256 threads and twice the Q tile in shared memory.
+ *
+ * Measured: H100, fp16, N = 4096, FlashAttention's shapes: 201.1 TFLOP/s at D = 64 (67% of FlashAttention-2's 302),
+ * 213.9 at D = 128 (64% of its 335); the run: RESULTS.md#kernel-5.
  */
 #include <cmath>
 

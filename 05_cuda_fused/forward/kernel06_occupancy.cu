@@ -1,28 +1,23 @@
 /*
- * Extends: kernel05_wide.cu; idea: at most 128 registers at D = 64, so that two blocks share an SM
- *
  * Kernel 6: kernel 5 with its register budget set for occupancy.
  *
- * What changes over kernel 5 (one idea: occupancy through the register cap).
- * Kernel 5 at D = 64 compiles to 129 registers per thread (ptxas -v). A block
- * is 256 threads, the SM has 65536 registers, so 129 (allocated as 136) lets
- * only ONE block, 8 warps, live on an SM: while those warps wait on ldmatrix,
- * ex2 or a __syncthreads nobody else can issue. __launch_bounds__(256, 2)
- * tells ptxas to fit 2 blocks per SM, i.e. at most 128 registers: 16 warps
- * per SM at the price of 8 bytes of spill outside the inner loop (ptxas -v:
- * "8 bytes spill stores, 4 bytes spill loads"; shared memory 2 x 55 KB fits).
- * At D = 128 the O accumulators alone are 64 registers and 2 blocks would
- * need <= 128: we ask for 1 block (minBlocks = 1), which here changed ptxas's
- * allocation from 175 to 204 registers and was measured faster as well; that
- * part of the gain is codegen, not occupancy, and is not isolated further.
- * The kernel body is kernel 5's, line for line: diff the two files.
+ * Extends kernel 5 (kernel05_wide.cu). The idea: occupancy through the register cap. Kernel 5 at D = 64 compiles to
+ * 129 registers per thread (ptxas -v). A block is 256 threads, the SM has 65536 registers, so 129 (allocated as 136)
+ * lets only ONE block, 8 warps, live on an SM: while those warps wait on ldmatrix, ex2 or a __syncthreads nobody else
+ * can issue. __launch_bounds__(256, 2) tells ptxas to fit 2 blocks per SM, i.e. at most 128 registers: 16 warps per
+ * SM. At D = 128 the O accumulators alone are 64 registers and 2 blocks would need <= 128: we ask for 1 block
+ * (minBlocks = 1), which here changed ptxas's allocation from 175 to 204 registers and was measured faster as well;
+ * that part of the gain is codegen, not occupancy, and is not isolated further. The kernel body is kernel 5's, line
+ * for line: diff the two files.
  *
- * Measured on the H100 (NVIDIA H100 80GB HBM3, fp16, FlashAttention's shapes
- * B = 16384/N, H = 2048/D; ./step05 --bench --dtype fp16, same run as kernel 5):
- *   D = 64,  N = 4096: 254.3 TFLOP/s (kernel 5: 201.4), 84% of FlashAttention-2's 302
- *   D = 128, N = 4096: 260.8 TFLOP/s (kernel 5: 217.3), 78% of its 335
- *   N = 1024 / 16384: 231.4 / 256.6 at D = 64, 230.4 / 269.3 at D = 128.
- * Still short of the 90% target; RESULTS.md has what came next.
+ * Why: one block of 8 warps per SM leaves nobody to issue while they wait.
+ *
+ * What it costs: 8 bytes of spill outside the inner loop at D = 64 (ptxas -v: "8 bytes spill stores, 4 bytes spill
+ * loads"); shared memory 2 x 55 KB fits.
+ *
+ * Measured: H100, fp16, N = 4096, FlashAttention's shapes, in the same run as kernel 5: 254.3 TFLOP/s at D = 64
+ * against 201.4 (+26%, 84% of FlashAttention-2's 302), 260.8 at D = 128 against 217.3 (+20%, 78% of its 335); the
+ * run: RESULTS.md#kernel-6.
  */
 #include <cmath>
 

@@ -1,36 +1,26 @@
 /*
- * Extends: kernel06_occupancy.cu; idea: 32 query rows per warp: each K/V fragment read from shared memory feeds two mma
- *
  * Kernel 7: kernel 6 with 32 query rows per warp instead of 16.
  *
- * What changes over kernel 6 (one idea: reuse each fragment read from shared
- * memory for two mma instead of one).
- * In kernel 6 a warp owns one m16 block of query rows, so every K fragment
- * (ldmatrix of 16 keys x 16 dims) and every V fragment it reads from shared
- * memory feeds exactly two mma.m16n8k16: a warp reads the whole K_j and V_j
- * tile, 2 * BC * D * 2 bytes, for 2 * 2 * 16 * BC * D FLOPs, 1 byte per 16
- * FLOPs. The SM's shared memory delivers 128 bytes per clock, so that alone
- * caps the SM at 128 * 16 = 2048 FLOPs per clock: 535 TFLOP/s on 132 SMs at
- * the 1980 MHz nvidia-smi showed during the bench (arithmetic, not a
- * measurement), before the exponentials, the max and the waits.
- * Here each warp owns two m16 blocks (rows warp*32 .. warp*32+31), and each
- * K or V fragment is used by both: 1 byte per 32 FLOPs, the same shape as
+ * Extends kernel 6 (kernel06_occupancy.cu). The idea: reuse each fragment read from shared memory for two mma instead
+ * of one. In kernel 6 a warp owns one m16 block of query rows, so every K fragment (ldmatrix of 16 keys x 16 dims) and
+ * every V fragment it reads from shared memory feeds exactly two mma.m16n8k16: a warp reads the whole K_j and V_j
+ * tile, 2 * BC * D * 2 bytes, for 2 * 2 * 16 * BC * D FLOPs, 1 byte per 16 FLOPs. Here each warp owns two m16 blocks
+ * (rows warp*32 .. warp*32+31), and each K or V fragment is used by both: 1 byte per 32 FLOPs, the same shape as
  * FlashAttention-2's warps (kBlockM = 128 with 4 warps).
  *
- * What it costs: registers. A warp's O accumulators and score tile double
- * (at D = 64: 64 + 64 fp32 per thread, plus 32 for Q's fragments), so the
- * block is 4 warps (BR = 128 as before) and an SM holds fewer warps than
- * kernel 6's 16. At D = 128 the O accumulators alone are 128 registers:
- * there Q is not kept in registers but re-read from shared memory for each
- * K/V tile (one ldmatrix per m16 block and 16 dims; it adds a quarter to the
- * K/V reads, still 1 byte per 26 FLOPs).
- * Everything else (cp.async double buffering, mask only where needed, exp2,
- * P in registers) is kernel 6's, repeated on purpose so the file reads alone.
+ * Why: the SM's shared memory delivers 128 bytes per clock, so 1 byte per 16 FLOPs alone caps the SM at 128 * 16 =
+ * 2048 FLOPs per clock: 535 TFLOP/s on 132 SMs at the 1980 MHz nvidia-smi showed during the bench (arithmetic, not a
+ * measurement), before the exponentials, the max and the waits.
  *
- * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
- * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
- * 263.7 TFLOP/s at D = 64 and 317.0 at D = 128, against kernel 6's 253.6 and
- * 254.6: +4% and +25%. RESULTS.md has the table.
+ * What it costs: registers. A warp's O accumulators and score tile double (at D = 64: 64 + 64 fp32 per thread, plus 32
+ * for Q's fragments), so the block is 4 warps (BR = 128 as before) and an SM holds fewer warps than kernel 6's 16. At
+ * D = 128 the O accumulators alone are 128 registers: there Q is not kept in registers but re-read from shared memory
+ * for each K/V tile (one ldmatrix per m16 block and 16 dims; it adds a quarter to the K/V reads, still 1 byte per 26
+ * FLOPs). Everything else (cp.async double buffering, mask only where needed, exp2, P in registers) is kernel 6's,
+ * repeated on purpose so the file reads alone.
+ *
+ * Measured: H100, fp16, N = 4096, interleaved with kernel 6: +4% at D = 64 (263.7 TFLOP/s), +25% at D = 128 (317.0);
+ * the run: RESULTS.md#kernel-7.
  */
 #include <cmath>
 

@@ -1,33 +1,23 @@
 /*
- * Extends: kernel07_two_rowblocks.cu; idea: K/V tiles of 128 keys at D = 64: fixed costs per tile spread over more keys
- *
  * Kernel 8: kernel 7 with a K/V tile of 128 keys instead of 64 at D = 64.
  *
- * What changes over kernel 7 (one idea: spread each K/V tile's fixed costs
- * over more keys).
- * Every K/V tile costs the same whatever its width: one __syncthreads and one
- * cp.async wait, the max across the quad (two shuffles per row), alpha =
- * 2^(m - m_new) per row, and the rescale o = alpha o of the warp's whole O
- * accumulator (32 rows x D). At D = 64 that rescale is 64 multiplications per
- * thread against 64 exponentials when BC = 64, one for one; with BC = 128 the
- * same 64 multiplications, the same barrier and the same shuffles serve 128
- * exponentials and twice the mma. FlashAttention-2 picks the same tile at
- * this D (kBlockN = 128 for head dim 64).
+ * Extends kernel 7 (kernel07_two_rowblocks.cu). The idea: spread each K/V tile's fixed costs over more keys. Every
+ * K/V tile costs the same whatever its width: one __syncthreads and one cp.async wait, the max across the quad (two
+ * shuffles per row), alpha = 2^(m - m_new) per row, and the rescale o = alpha o of the warp's whole O accumulator
+ * (32 rows x D). With BC = 128 the same multiplications, the same barrier and the same shuffles serve 128
+ * exponentials and twice the mma. FlashAttention-2 picks the same tile at this D (kBlockN = 128 for head dim 64).
  *
- * What it costs: registers again. The score tile s doubles to 2 x 16 x 4 = 128
- * fp32 per thread, so Q's 32 registers of fragments no longer fit beside it:
- * Q_i is re-read from shared memory for every K/V tile, as kernel 7 already did
- * at D = 128 (one ldmatrix per m16 block and 16 dims: at D = 64 with BC = 128
- * an eighth more shared memory reads than K and V alone). Shared memory:
- * (128 + 4 x 128) x 72 x 2 = 92,160 bytes, two blocks per SM still fit in the
- * H100's 228 KB. At D = 128 the O accumulators
- * (128 registers) leave no room for a wider tile: there kernel 8 is kernel 7.
+ * Why: at D = 64 the rescale is 64 multiplications per thread against 64 exponentials when BC = 64, one for one.
+ *
+ * What it costs: registers again. The score tile s doubles to 2 x 16 x 4 = 128 fp32 per thread, so Q's 32 registers
+ * of fragments no longer fit beside it: Q_i is re-read from shared memory for every K/V tile, as kernel 7 already did
+ * at D = 128 (one ldmatrix per m16 block and 16 dims: at D = 64 with BC = 128 an eighth more shared memory reads than
+ * K and V alone). Shared memory: (128 + 4 x 128) x 72 x 2 = 92,160 bytes, two blocks per SM still fit in the H100's
+ * 228 KB. At D = 128 the O accumulators (128 registers) leave no room for a wider tile: there kernel 8 is kernel 7.
  * Everything else is kernel 7's, repeated on purpose so the file reads alone.
  *
- * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
- * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
- * 287.8 TFLOP/s at D = 64 against kernel 7's 263.7: +9%. At D = 128 (kernel
- * 7's code) 315.8 against 317.0: the same program timed twice. RESULTS.md.
+ * Measured: H100, fp16, N = 4096, interleaved with kernel 7: +9% at D = 64 (287.8 TFLOP/s); at D = 128 the same
+ * program timed twice (315.8 against 317.0); the run: RESULTS.md#kernel-8.
  */
 #include <cmath>
 

@@ -1,39 +1,28 @@
 /*
- * Extends: kernel08_wide_kv.cu; idea: the softmax scale folded into the exponent's FFMA: one instruction per score fewer
- *
  * Kernel 9: kernel 8 with the softmax scale folded into the exponent's FFMA.
  *
- * What changes over kernel 8 (one idea: one floating-point instruction per
- * score fewer on the way to the exponential unit).
- * Kernels 3 to 8 scale every score first, s' = s scale_log2 (one FMUL), take
- * the max of s', then form p = 2^(s' - m_new) (one FADD and one MUFU.EX2).
- * Scaling is monotonic (scale_log2 = log2(e)/sqrt(D) > 0), so the max of the
- * raw scores, times scale_log2, is the max of the scaled ones: take the max on
- * the raw s, scale that one number per row, and form each p as
- * 2^(fmaf(s, scale_log2, -m_new)), one FFMA and one MUFU.EX2. Per score that
- * is one FP32 instruction instead of two; FlashAttention-2 does the same
- * (scale_softmax_log2 in its softmax). A masked score is set to -inf raw, and
- * fmaf(-inf, scale_log2, -m_new) = -inf, 2^-inf = 0, as before.
+ * Extends kernel 8 (kernel08_wide_kv.cu). The idea: one floating-point instruction per score fewer on the way to the
+ * exponential unit. Kernels 3 to 8 scale every score first, s' = s scale_log2 (one FMUL), take the max of s', then
+ * form p = 2^(s' - m_new) (one FADD and one MUFU.EX2). Scaling is monotonic (scale_log2 = log2(e)/sqrt(D) > 0), so the
+ * max of the raw scores, times scale_log2, is the max of the scaled ones: take the max on the raw s, scale that one
+ * number per row, and form each p as 2^(fmaf(s, scale_log2, -m_new)), one FFMA and one MUFU.EX2. Per score that is
+ * one FP32 instruction instead of two; FlashAttention-2 does the same (scale_softmax_log2 in its softmax). A masked
+ * score is set to -inf raw, and fmaf(-inf, scale_log2, -m_new) = -inf, 2^-inf = 0, as before.
  *
- * What it costs: nothing in registers or memory. The rounding differs from
- * kernel 8 by one step (a fused multiply-add instead of a rounded product and
- * a rounded difference), well inside the accuracy rule step05 --check applies.
- * Kernel 6 tried the same fold and gained nothing (RESULTS.md): there the
- * shared-memory reads, not the FP32 pipe, held it back. Here they are halved
- * (kernel 7), and the FMUL sat between the two mma phases of every tile.
+ * Why: the FMUL sat between the two mma phases of every tile. Kernel 6 tried the same fold and gained nothing
+ * (RESULTS.md#kernel-9): there the shared-memory reads, not the FP32 pipe, held it back; here they are halved
+ * (kernel 7).
+ *
+ * What it costs: nothing in registers or memory. The rounding differs from kernel 8 by one step (a fused multiply-add
+ * instead of a rounded product and a rounded difference), well inside the accuracy rule step05 --check applies.
  * Everything else is kernel 8's, repeated on purpose so the file reads alone.
  *
- * For the backward (bwd02_mma.cu and after) it also writes, when asked (launch_l,
- * L != NULL), L = m + log l per row in natural-log units: m is kept in log2
- * units here, so L = m ln 2 + log l. One store and one logf per row, after the
- * loop, behind a branch on L that is the same for the whole grid. Measured
- * (./step05 --backward --dtype fp16, B=2 H=8 N=4096, interleaved, median of
- * 10): 0.255 ms both ways at D = 64 (+0.1%), 0.431 ms at D = 128 (-0.1%).
+ * For the backward (bwd02_mma.cu and after) it also writes, when asked (launch_l, L != NULL), L = m + log l per row in
+ * natural-log units: m is kept in log2 units here, so L = m ln 2 + log l. One store and one logf per row, after the
+ * loop, behind a branch on L that is the same for the whole grid (measured: within 0.1%).
  *
- * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
- * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
- * 326.7 TFLOP/s at D = 128 against kernel 8's 315.8: +3%; at D = 64 289.0
- * against 287.8: nothing. RESULTS.md has the table.
+ * Measured: H100, fp16, N = 4096, interleaved with kernel 8: +3% at D = 128 (326.7 TFLOP/s), nothing at D = 64
+ * (289.0); the run and L's cost: RESULTS.md#kernel-9.
  */
 #include <cmath>
 

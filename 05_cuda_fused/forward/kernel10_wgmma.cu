@@ -1,42 +1,31 @@
 /*
- * Extends: kernel09_ffma_scale.cu; idea: Hopper's wgmma: the tensor cores read K and V from shared memory themselves
- *
  * Kernel 10: kernel 9's algorithm on Hopper's warpgroup matrix instructions.
  *
- * What changes over kernel 9 (one idea: let the tensor cores read K and V
- * from shared memory themselves, 64 query rows x a whole tile per instruction).
- * Kernels 3-9 feed mma.sync: every K and V fragment goes shared memory ->
- * registers by ldmatrix, then into an m16n8k16 product per warp; on Hopper
- * that path reaches about two thirds of the tensor cores' peak (the
- * FlashAttention-3 paper's figure; here
- * kernel 9 reaches 46% of the cuBLAS matrix product). wgmma (sm_90a)
- * is issued by a warpgroup of 4 warps for 64 query rows at once and reads its
- * B operand (K_j for S = Q K^T, V_j for O = P V) from shared memory through a
- * descriptor, with no ldmatrix and no register copy of K or V:
+ * Extends kernel 9 (kernel09_ffma_scale.cu). The idea: let the tensor cores read K and V from shared memory
+ * themselves, 64 query rows x a whole tile per instruction. Kernels 3-9 feed mma.sync: every K and V fragment goes
+ * shared memory -> registers by ldmatrix, then into an m16n8k16 product per warp. wgmma (sm_90a) is issued by a
+ * warpgroup of 4 warps for 64 query rows at once and reads its B operand (K_j for S = Q K^T, V_j for O = P V) from
+ * shared memory through a descriptor, with no ldmatrix and no register copy of K or V:
  *     S (64 x BC)  = Q (64 x D, registers) K_j^T    D/16 wgmma of n = BC
  *     O (64 x D)  += P (64 x BC, registers) V_j     BC/16 wgmma of n = D
- * The accumulators come back in the layout kernels 3-9 use (wgmma.cuh), so
- * the online softmax between the two products is kernel 9's, line for line:
- * max on the raw scores, p = 2^(fmaf(s, scale_log2, -m_new)), alpha, l, o.
- * What the tensor cores need instead of ldmatrix-friendly padding: K_j and V_j
- * stored in the 128-byte-swizzled layout (load_tile_sw below), tiles aligned
- * to 1024 bytes, and a proxy fence between the cp.async that fills a buffer
- * and the wgmma that reads it.
+ * The accumulators come back in the layout kernels 3-9 use (wgmma.cuh), so the online softmax between the two
+ * products is kernel 9's, line for line: max on the raw scores, p = 2^(fmaf(s, scale_log2, -m_new)), alpha, l, o.
+ * What the tensor cores need instead of ldmatrix-friendly padding: K_j and V_j stored in the 128-byte-swizzled layout
+ * (load_tile_sw below), tiles aligned to 1024 bytes, and a proxy fence between the cp.async that fills a buffer and
+ * the wgmma that reads it.
  *
- * What it costs: a warpgroup waits for its own products (wgmma.wait_group 0
- * after each), so one warpgroup's softmax does not overlap its own matrix
- * products; the other warpgroups of the SM fill that gap (K10_WG of them per
- * block, one block per SM). FlashAttention-3 goes further (a producer warp
- * with TMA, two consumer warpgroups ping-ponging, the softmax of tile j
- * overlapped with the products of tile j+1); none of that is here.
- * Built only for sm_90a (compute capability 9.0, the -gencode the Makefile
- * adds for sm_90); elsewhere it reports itself unavailable.
+ * Why: on Hopper the mma.sync path reaches about two thirds of the tensor cores' peak (the FlashAttention-3 paper's
+ * figure); kernel 9 reaches 46% of the cuBLAS matrix product.
  *
- * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
- * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
- * 338.4 TFLOP/s at D = 64 and 393.7 at D = 128, against kernel 9's 289.0 and
- * 326.7: +17% and +21%, and 112% and 118% of FlashAttention-2's
- * 302 and 335 on the same GPU. RESULTS.md has the table.
+ * What it costs: a warpgroup waits for its own products (wgmma.wait_group 0 after each), so one warpgroup's softmax
+ * does not overlap its own matrix products; the other warpgroups of the SM fill that gap (K10_WG of them per block,
+ * one block per SM). FlashAttention-3 goes further (a producer warp with TMA, two consumer warpgroups ping-ponging,
+ * the softmax of tile j overlapped with the products of tile j+1): kernels 11-14 take those steps one at a time.
+ * Built only for sm_90a (compute capability 9.0, the -gencode the Makefile adds for sm_90); elsewhere it reports
+ * itself unavailable.
+ *
+ * Measured: H100, fp16, N = 4096, interleaved with kernel 9: +17% at D = 64 (338.4 TFLOP/s), +21% at D = 128 (393.7),
+ * 112% and 118% of FlashAttention-2 on the same GPU; the run: RESULTS.md#kernel-10.
  */
 #include <cmath>
 

@@ -1,40 +1,26 @@
 /*
- * Extends: kernel10_wgmma.cu; idea: K and V copied by the TMA (one thread issues) instead of cp.async by every thread
- *
  * Kernel 11: kernel 10 with K and V brought in by Hopper's copy engine (TMA).
  *
- * What changes over kernel 10 (one idea: take the loads off the threads).
- * In kernels 4-10 every thread of the block copies a share of each K and V
- * tile with cp.async: at D = 128, BC = 64 that is 2 x 16 KB = 2048 copies of
- * 16 bytes per tile, five or six per thread, each with its own address and
- * swizzle arithmetic, then a wait and a proxy fence per thread. Hopper's
- * tensor memory accelerator copies a whole box of a tensor in one
- * instruction: thread 0 issues cp.async.bulk.tensor for K_j and V_j (one box
- * of BC rows x 64 columns each, two at D = 128), the copy engine writes them
- * in the 128-byte-swizzled layout kernel 10 built by hand (the tensor map asks
- * for CU_TENSOR_MAP_SWIZZLE_128B), and zero-fills the rows past N. The threads
- * wait on an mbarrier that completes when all the tile's bytes have landed.
+ * Extends kernel 10 (kernel10_wgmma.cu). The idea: take the loads off the threads. Hopper's tensor memory accelerator
+ * copies a whole box of a tensor in one instruction: thread 0 issues cp.async.bulk.tensor for K_j and V_j (one box of
+ * BC rows x 64 columns each, two at D = 128), the copy engine writes them in the 128-byte-swizzled layout kernel 10
+ * built by hand (the tensor map asks for CU_TENSOR_MAP_SWIZZLE_128B), and zero-fills the rows past N. The threads wait
+ * on an mbarrier that completes when all the tile's bytes have landed.
  *
- * What it costs: a tensor map per K and V, made on the host with the driver's
- * cuTensorMapEncodeTiled (tma_map.cuh, shared with kernels 12-14) and passed by
- * value as a __grid_constant__ parameter; two mbarriers
- * in shared memory; one thread's issue. Everything else is kernel 10's, repeated
- * on purpose so the file reads alone (the launch too: the tensor maps make its
- * signature differ from launch_tc.cuh's).
- * Built only for sm_90a, like kernel 10.
+ * Why: in kernels 4-10 every thread of the block copies a share of each K and V tile with cp.async: at D = 128,
+ * BC = 64 that is 2 x 16 KB = 2048 copies of 16 bytes per tile, five or six per thread, each with its own address and
+ * swizzle arithmetic, then a wait and a proxy fence per thread.
  *
- * Like kernel 9 it writes L = m ln 2 + log l per row for the backward when
- * asked (launch_l, L != NULL): one store per row after the loop. Measured
- * (./step05 --backward --dtype fp16, B=2 H=8 N=4096, interleaved, median of
- * 10): 0.214 vs 0.215 ms at D = 64 (+0.4%), 0.332 vs 0.331 at D = 128; across
- * the --bench --backward shapes -2.0% to +0.7% (non-causal and causal), inside
- * the timing's spread.
+ * What it costs: a tensor map per K and V, made on the host with the driver's cuTensorMapEncodeTiled (tma_map.cuh,
+ * shared with kernels 12-23) and passed by value as a __grid_constant__ parameter; two mbarriers in shared memory; one
+ * thread's issue. Everything else is kernel 10's, repeated on purpose so the file reads alone (the launch too: the
+ * tensor maps make its signature differ from launch_tc.cuh's). Built only for sm_90a, like kernel 10.
  *
- * Measured on the H100 (NVIDIA H100 80GB HBM3, step05 --bench --dtype fp16,
- * N = 4096, interleaved with the others, run of 2026-11-23, commit 5c77e18):
- * 374.2 TFLOP/s at D = 64 and 461.5 at D = 128, against kernel 10's 338.4 and
- * 393.7: +11% and +17%, and 124% and 138% of FlashAttention-2's
- * 302 and 335 on the same GPU. RESULTS.md has the table.
+ * Like kernel 9 it writes L = m ln 2 + log l per row for the backward when asked (launch_l, L != NULL): one store per
+ * row after the loop, within the timing's spread (RESULTS.md#kernel-11).
+ *
+ * Measured: H100, fp16, N = 4096, interleaved with kernel 10: +11% at D = 64 (374.2 TFLOP/s), +17% at D = 128
+ * (461.5), 124% and 138% of FlashAttention-2 on the same GPU; the run: RESULTS.md#kernel-11.
  */
 #include <cmath>
 #include <cstring>

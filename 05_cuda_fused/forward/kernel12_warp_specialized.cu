@@ -1,50 +1,37 @@
 /*
- * Extends: kernel11_tma.cu; idea: a producer warpgroup copies K and V, consumer warpgroups only compute (warp specialisation)
- *
  * Kernel 12: kernel 11 split into a producer and consumers (warp specialisation).
  *
- * What changes over kernel 11 (one idea: give the loads and the arithmetic
- * to different warps, and let nothing wait for the whole block). In kernel 11
- * every warp computes, thread 0 also issues the copies, and each K/V tile
- * ends with a block-wide barrier (__syncthreads) before its buffer may be
- * refilled: the three warpgroups wait for the slowest of them once per tile,
- * and an Nsight Compute run of kernel 11 (RESULTS.md) put a third of the cycles between two
- * issued instructions at a block-wide barrier. Here the block has one more warpgroup, the
- * producer, whose one thread does nothing but issue the copies of K_j and V_j
- * into a ring of STAGES buffers; the consumer warpgroups only compute. They
- * talk through mbarriers, per stage s:
+ * Extends kernel 11 (kernel11_tma.cu). The idea: give the loads and the arithmetic to different warps, and let nothing
+ * wait for the whole block. Here the block has one more warpgroup, the producer, whose one thread does nothing but
+ * issue the copies of K_j and V_j into a ring of STAGES buffers; the consumer warpgroups only compute. They talk
+ * through mbarriers, per stage s:
  *   full_k[s], full_v[s]: the copy engine's bytes of K_j, V_j have landed
  *                         (the producer's expect_tx, the TMA's complete_tx);
  *   empty[s]:             every consumer warp has finished reading the stage
  *                         (one arrival per warp after its P V_j is done).
- * A consumer waits only for its own data: K_j before S = Q_i K_j^T, V_j only
- * before P V_j, so V_j's copy hides behind the softmax. No warp waits at a
- * barrier for the other consumer warpgroups; they are coupled only through the
- * ring (a stage is refilled once all have released it), and the producer runs
- * up to STAGES tiles ahead.
+ * A consumer waits only for its own data: K_j before S = Q_i K_j^T, V_j only before P V_j, so V_j's copy hides behind
+ * the softmax. No warp waits at a barrier for the other consumer warpgroups; they are coupled only through the ring (a
+ * stage is refilled once all have released it), and the producer runs up to STAGES tiles ahead.
  *
- * What it makes possible: the producer needs few registers and the consumers
- * many. setmaxnreg moves them: the producer warpgroup drops to 24 (32 with three
- * consumer warpgroups) and the consumers rise to 240 (160): the whole of the
- * block's registers (384 x 168 = 64512; 512 x 128 = 65536) goes where the work is. With 240 a thread holds a 64 x 128 tile of S at
- * D = 128 beside its O (kernel 11 at 168 could hold only BC = 64): BC = 128 at
- * both D, so half as many tiles, mbarrier waits and softmax rescales per row
- * at D = 128. The shapes are FlashAttention-3's: D = 64, three consumer
- * warpgroups (BR = 192) at 160 registers; D = 128, two (BR = 128) at 240.
+ * What it makes possible: the producer needs few registers and the consumers many. setmaxnreg moves them: the
+ * producer warpgroup drops to 24 (32 with three consumer warpgroups) and the consumers rise to 240 (160): the whole of
+ * the block's registers (384 x 168 = 64512; 512 x 128 = 65536) goes where the work is. With 240 a thread holds a
+ * 64 x 128 tile of S at D = 128 beside its O (kernel 11 at 168 could hold only BC = 64): BC = 128 at both D, so half
+ * as many tiles, mbarrier waits and softmax rescales per row at D = 128. The shapes are FlashAttention-3's: D = 64,
+ * three consumer warpgroups (BR = 192) at 160 registers; D = 128, two (BR = 128) at 240.
  *
- * What it costs: a fourth warpgroup that computes nothing (128 threads of
- * which one issues), three mbarriers per stage instead of one, and the
- * parities to track (the empty barriers start "already released": the
- * producer's first wait on each passes at once, parity 1 of a fresh barrier).
- * Everything else is kernel 11's, repeated on purpose so the file reads alone.
- * Built only for sm_90a, like kernels 10 and 11.
+ * Why: in kernel 11 every warp computes, thread 0 also issues the copies, and each K/V tile ends with a block-wide
+ * barrier (__syncthreads) before its buffer may be refilled: the three warpgroups wait for the slowest of them once
+ * per tile, and an Nsight Compute run of kernel 11 put a third of the cycles between two issued instructions at a
+ * block-wide barrier (RESULTS.md#kernel-12).
  *
- * Measured on the H100 (NVIDIA H100 80GB HBM3, ./step05 --bench --dtype fp16
- * [--causal], every kernel interleaved, 2026-11-23, commit 935357c), N = 4096:
- * 463.9 TFLOP/s at D = 64 and 539.7 at D = 128 against kernel 11's 359.1 and
- * 447.8 (+29%, +21%); causal 360.0 and 447.9 against 292.6 and 386.3 (+23%,
- * +16%). In the run beside PyTorch's SDPA (RESULTS.md, the table with FlashAttention-2 and cuDNN): 473.3
- * and 544.7, 106% and 94% of cuDNN's 447.8 and 580.0.
+ * What it costs: a fourth warpgroup that computes nothing (128 threads of which one issues), three mbarriers per stage
+ * instead of one, and the parities to track (the empty barriers start "already released": the producer's first wait
+ * on each passes at once, parity 1 of a fresh barrier). Everything else is kernel 11's, repeated on purpose so the
+ * file reads alone. Built only for sm_90a, like kernels 10 and 11.
+ *
+ * Measured: H100, fp16, N = 4096, interleaved with kernel 11: +29% at D = 64 (463.9 TFLOP/s), +21% at D = 128 (539.7);
+ * causal +23% and +16%; the runs and cuDNN beside them: RESULTS.md#kernel-12.
  */
 #include <cmath>
 

@@ -67,118 +67,17 @@ template <int D> struct K13 {
 
 extern __shared__ unsigned char smem_raw[];
 
-/* Kernel 13's policy: its code for each hook of the body. B is the body (OverlapBody<D, T, P> with P the rung's
- * policy): a hook reads and calls the body's members through it, and calls another hook through the body (b.my_turn(),
- * b.last_pv()), so that a later rung's override is the one that runs. */
-template <int D, typename T> struct Overlap {
-    using C = K13<D>;
-
-    /* The scheduler: which items (a head bh and a row tile) a block runs. Kernel 13: one, its own, from blockIdx.x in
-     * tile_order.cuh's order (causal: longest first); no state of its own, no bytes of shared memory before the
-     * barriers. Kernel 18 hands items out from a counter. */
-    struct Sched {};
-    static constexpr uint32_t q_bytes = 0;
-    template <class B> static __device__ __forceinline__ void setup(B &b)
-    {
-        block_tile(b.row_tiles, b.causal, &b.bh, &b.tile);
-        b.ntiles = b.kv_tiles(b.tile);
-    }
-    template <class B> static __device__ __forceinline__ void init_barriers(B &) {}
-    /* The producer thread: the item's K/V tiles into the ring. */
-    template <class B> static __device__ __forceinline__ void produce(B &b) { b.load_kv(b.bh, b.ntiles, 0); }
-    /* Q_i's A fragments from global memory, rows past N as zeros. */
-    template <class B> static __device__ __forceinline__ void load_q(B &b, long it)
-    {
-        (void)it;
-        const T *Qh = b.Q + b.bh * b.N * D;
-#pragma unroll
-        for (int ks = 0; ks < D / 16; ks++)
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                const long row = (r % 2) ? b.row_g8 : b.row_g;
-                const int col = ks * 16 + 2 * b.t + 8 * (r / 2);
-                b.qf[ks][r] = row < b.N ? *reinterpret_cast<const uint32_t *>(Qh + row * D + col) : 0u;
-            }
-    }
-
-    /* The loop over a consumer warp's items: kernel 13's one item, S_0 issued alone (the prologue: tile 0 has no
-     * P V before it), the tiles, the last P V alone (the epilogue), O stored. */
-    template <class B> static __device__ __forceinline__ void items(B &b)
-    {
-        float alpha[2];
-        for (long it = 0; it < 1; it++) {
-        b.start_item(it, b.tile);
-        b.clear();
-        b.my_turn();
-        b.issue_s(0);                             // prologue: tile 0 has no P V before it
-        b.your_turn();
-        wgmma_wait<0>();
-        b.tile_loop(alpha);
-        b.my_turn();
-        b.issue_pv(b.ntiles - 1);                 // epilogue: the last P V
-        if (b.wg == 0) b.your_turn();             // kernel 14: warpgroup 1's last turn needs no hand-over, none follows
-        wgmma_wait<0>();
-        b.store_o(b.row_g);
-        b.jb += b.ntiles;
-        }
-    }
-
-    /* The turns at the tensor cores (kernel 14): here none, every warpgroup issues when it is ready. */
-    static __device__ __forceinline__ void turn_wait(int) {}
-    static __device__ __forceinline__ void turn_pass(int) {}
-
-    /* A row tile's last P V: the whole tile (kernel 21: half of it on the causal diagonal). */
-    template <class B> static __device__ __forceinline__ void last_pv(B &b, long j) { b.issue_pv(j); }
-
-    /* The descriptor of a K or V tile's k step `at` bytes into the tile (at tile_addr, whose descriptor is
-     * tile_desc): built afresh, masked, shifted and ored (kernel 22: tile_desc plus the offset). */
-    static __device__ __forceinline__ uint64_t step_desc(uint32_t tile_addr, uint64_t tile_desc, uint32_t at, uint32_t lbo)
-    {
-        (void)tile_desc;
-        return make_desc(tile_addr + at, lbo, 1024);
-    }
-
-    /* A tile that needs a mask (the sequence's end, the causal diagonal): the hidden scores of s to -inf, and the
-     * row maxima into mt. The keys a lane holds are c = 8n + 2t + b (b = 0, 1) of rows g and g + 8; key c is
-     * visible when c < lim (the sequence's end) and, causal, c <= d (the diagonal). Kernel 23: as a word of bits. */
-    template <class B> static __device__ __forceinline__ void mask_max(B &b, long j0, int lim, float mt[2])
-    {
-#pragma unroll
-        for (int n = 0; n < C::BC / 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int c = n * 8 + 2 * b.t + (e % 2), d = (int)((e < 2 ? b.row_g : b.row_g8) - j0);
-                if (c >= lim || (b.causal && c > d)) b.s[4 * n + e] = -INFINITY;
-                mt[e / 2] = fmaxf(mt[e / 2], b.s[4 * n + e]);
-            }
-    }
-
-    /* The store of this lane's h-th row of O (inv = 1 / l) in two parts: quad_store, run by every lane (a row past N
-     * too: a shuffle needs the whole warp), and lane_store, run for a row < N only. Here each lane stores its own
-     * words: lane t holds columns 2t and 2t+1 of each block of 8 columns, so D / 8 stores of 4 bytes, and nothing is
-     * exchanged (kernel 19: the quad exchanges its words, then 16 bytes a lane). */
-    template <class B> static __device__ __forceinline__ void quad_store(B &, int, float, T *, long) {}
-    template <class B> static __device__ __forceinline__ void lane_store(B &b, int h, float inv, T *Oh, long row)
-    {
-#pragma unroll
-        for (int n = 0; n < D / 8; n++)
-            *reinterpret_cast<uint32_t *>(Oh + row * D + n * 8 + 2 * b.t) = pack2<T>(b.o[4 * n + 2 * h] * inv, b.o[4 * n + 2 * h + 1] * inv);
-    }
-
-    /* The launch: one block per (batch, head, row tile), K and V as tensor maps for the copy engine. Self: the rung's
-     * policy, whose kernel this launches (a later rung inherits this hook). */
-    template <class Self>
-    static int launch(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
-                      int dtype, int causal, cudaStream_t s);
-    /* The describe line's words for this D. */
-    static void describe(char *buf, size_t n)
-    {
-        snprintf(buf, n, "1 producer + %d consumer warpgroups (%d/%d registers), BR=%d BC=%d, %d-stage K/V ring, %zu bytes of "
-                 "shared memory", C::NWG, C::REG_PRODUCER, C::REG_CONSUMER, 64 * C::NWG, C::BC, C::STAGES, C::bytes);
-    }
-};
-
-/* The kernel, for any rung's policy P: kernel 12's producer and consumer warpgroups, the consumers' loop reordered. */
+/* The kernel, for any rung's policy P: kernel 12's producer and consumer warpgroups, the consumers' loop reordered
+ * (tile_loop). Its hooks are P's static members; Overlap, below, holds kernel 13's code for each:
+ *     Sched, q_bytes, setup, init_barriers,    the scheduler, its state and barriers, the producer's loop, Q's way in
+ *       produce, load_q                        (kernel 18)
+ *     items                                    the loop over a consumer warp's items (kernels 18 and 20)
+ *     turn_wait, turn_pass                     the turns at the tensor cores (kernel 14)
+ *     quad_store, lane_store                   the store of O (kernel 19)
+ *     last_pv                                  an item's last P V (kernel 21)
+ *     step_desc                                a k step's wgmma descriptor (kernel 22)
+ *     mask_max                                 a masked tile's scores and row maxima (kernel 23)
+ *     launch, describe                         the launch (kernel 18) and the describe line (each rung adds its words) */
 template <int D, typename T, class P> struct OverlapBody {
     using C = K13<D>;
     static constexpr int BC = C::BC, TILE = C::TILE, STAGES = C::STAGES;
@@ -201,6 +100,7 @@ template <int D, typename T, class P> struct OverlapBody {
     int warp, lane, g, t, wg;
     long jb;                                      // the K/V tiles of this block's items before this one (kernel 18)
     long warp_row0, row_g, row_g8;                // the item's rows: this warp's first, this lane's two
+    /* its registers, each array a variable of its own (run_overlap, below, says why) */
     uint32_t (&qf)[D / 16][4];                    // Q_i's A fragments, rows past N as zeros
     float (&o)[D / 2];
     float (&m)[2], (&l)[2];                       // rows g and g + 8, log2 units
@@ -335,7 +235,7 @@ template <int D, typename T, class P> struct OverlapBody {
         }
         wgmma_commit();
     }
-    __device__ void last_pv(long j) { P::last_pv(*this, j); }
+    __device__ void issue_last_pv(long j) { P::last_pv(*this, j); }  // the item's last P V (a hook: kernel 21)
     /* Kernel 9's softmax of S_j on this warp's 16 rows: m, l updated, p_j left in s as floats, alpha_j returned for O
      * (not touched here: a P V may still be accumulating into it). */
     __device__ void softmax(long j, float alpha[2])
@@ -428,6 +328,117 @@ template <int D, typename T, class P> struct OverlapBody {
                     L[bh * N + row] = lr > 0.0f ? m[h] * 0.69314718055994531f + logf(lr) : -INFINITY; // L = m + log l
             }
         }
+    }
+};
+
+/* Kernel 13's policy: its code for each hook of the body. B is the body (OverlapBody<D, T, P> with P the rung's
+ * policy): a hook reads and calls the body's members through it, and calls another hook through the body (b.my_turn(),
+ * b.issue_last_pv()), so that a later rung's override is the one that runs. */
+template <int D, typename T> struct Overlap {
+    using C = K13<D>;
+
+    /* The scheduler: which items (a head bh and a row tile) a block runs. Kernel 13: one, its own, from blockIdx.x in
+     * tile_order.cuh's order (causal: longest first); no state of its own, no bytes of shared memory before the
+     * barriers. Kernel 18 hands items out from a counter. */
+    struct Sched {};
+    static constexpr uint32_t q_bytes = 0;
+    template <class B> static __device__ __forceinline__ void setup(B &b)
+    {
+        block_tile(b.row_tiles, b.causal, &b.bh, &b.tile);
+        b.ntiles = b.kv_tiles(b.tile);
+    }
+    template <class B> static __device__ __forceinline__ void init_barriers(B &) {}
+    /* The producer thread: the item's K/V tiles into the ring. */
+    template <class B> static __device__ __forceinline__ void produce(B &b) { b.load_kv(b.bh, b.ntiles, 0); }
+    /* Q_i's A fragments from global memory, rows past N as zeros. */
+    template <class B> static __device__ __forceinline__ void load_q(B &b, long it)
+    {
+        (void)it;
+        const T *Qh = b.Q + b.bh * b.N * D;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const long row = (r % 2) ? b.row_g8 : b.row_g;
+                const int col = ks * 16 + 2 * b.t + 8 * (r / 2);
+                b.qf[ks][r] = row < b.N ? *reinterpret_cast<const uint32_t *>(Qh + row * D + col) : 0u;
+            }
+    }
+
+    /* The loop over a consumer warp's items: kernel 13's one item, S_0 issued alone (the prologue: tile 0 has no
+     * P V before it), the tiles, the last P V alone (the epilogue), O stored. */
+    template <class B> static __device__ __forceinline__ void items(B &b)
+    {
+        float alpha[2];
+        for (long it = 0; it < 1; it++) {    // one item, the block's own (kernel 18: one per ticket, until none is left)
+            b.start_item(it, b.tile);
+            b.clear();
+            b.my_turn();
+            b.issue_s(0);                     // prologue: tile 0 has no P V before it
+            b.your_turn();
+            wgmma_wait<0>();
+            b.tile_loop(alpha);
+            b.my_turn();
+            b.issue_pv(b.ntiles - 1);         // epilogue: the last P V
+            if (b.wg == 0) b.your_turn();     // kernel 14: warpgroup 1's last turn needs no hand-over, none follows
+            wgmma_wait<0>();
+            b.store_o(b.row_g);
+            b.jb += b.ntiles;
+        }
+    }
+
+    /* The turns at the tensor cores (kernel 14): here none, every warpgroup issues when it is ready. */
+    static __device__ __forceinline__ void turn_wait(int) {}
+    static __device__ __forceinline__ void turn_pass(int) {}
+
+    /* A row tile's last P V: the whole tile (kernel 21: half of it on the causal diagonal). */
+    template <class B> static __device__ __forceinline__ void last_pv(B &b, long j) { b.issue_pv(j); }
+
+    /* The descriptor of a K or V tile's k step `at` bytes into the tile (at tile_addr, whose descriptor is
+     * tile_desc): built afresh, masked, shifted and ored (kernel 22: tile_desc plus the offset). */
+    static __device__ __forceinline__ uint64_t step_desc(uint32_t tile_addr, uint64_t tile_desc, uint32_t at, uint32_t lbo)
+    {
+        (void)tile_desc;
+        return make_desc(tile_addr + at, lbo, 1024);
+    }
+
+    /* A tile that needs a mask (the sequence's end, the causal diagonal): the hidden scores of s to -inf, and the
+     * row maxima into mt. The keys a lane holds are c = 8n + 2t + b (b = 0, 1) of rows g and g + 8; key c is
+     * visible when c < lim (the sequence's end) and, causal, c <= d (the diagonal). Kernel 23: as a word of bits. */
+    template <class B> static __device__ __forceinline__ void mask_max(B &b, long j0, int lim, float mt[2])
+    {
+#pragma unroll
+        for (int n = 0; n < C::BC / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int c = n * 8 + 2 * b.t + (e % 2), d = (int)((e < 2 ? b.row_g : b.row_g8) - j0);
+                if (c >= lim || (b.causal && c > d)) b.s[4 * n + e] = -INFINITY;
+                mt[e / 2] = fmaxf(mt[e / 2], b.s[4 * n + e]);
+            }
+    }
+
+    /* The store of this lane's h-th row of O (inv = 1 / l) in two parts: quad_store, run by every lane (a row past N
+     * too: a shuffle needs the whole warp), and lane_store, run for a row < N only. Here each lane stores its own
+     * words: lane t holds columns 2t and 2t+1 of each block of 8 columns, so D / 8 stores of 4 bytes, and nothing is
+     * exchanged (kernel 19: the quad exchanges its words, then 16 bytes a lane). */
+    template <class B> static __device__ __forceinline__ void quad_store(B &, int, float, T *, long) {}
+    template <class B> static __device__ __forceinline__ void lane_store(B &b, int h, float inv, T *Oh, long row)
+    {
+#pragma unroll
+        for (int n = 0; n < D / 8; n++)
+            *reinterpret_cast<uint32_t *>(Oh + row * D + n * 8 + 2 * b.t) = pack2<T>(b.o[4 * n + 2 * h] * inv, b.o[4 * n + 2 * h + 1] * inv);
+    }
+
+    /* The launch: one block per (batch, head, row tile), K and V as tensor maps for the copy engine. Self: the rung's
+     * policy, whose kernel this launches (a later rung inherits this hook). */
+    template <class Self>
+    static int launch(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
+                      int dtype, int causal, cudaStream_t s);
+    /* The describe line's words for this D. */
+    static void describe(char *buf, size_t n)
+    {
+        snprintf(buf, n, "1 producer + %d consumer warpgroups (%d/%d registers), BR=%d BC=%d, %d-stage K/V ring, %zu bytes of "
+                 "shared memory", C::NWG, C::REG_PRODUCER, C::REG_CONSUMER, 64 * C::NWG, C::BC, C::STAGES, C::bytes);
     }
 };
 

@@ -59,7 +59,7 @@ template <int D, typename T> struct EarlyStart : WideO<D, T> {
             long nbh = 0, ntile = 0;
             if (!Base::take_ticket(b, it + 1, &nbh, &ntile)) { // the ticket past the last: this was the block's last item
                 b.my_turn();
-                b.last_pv(b.ntiles - 1);
+                b.issue_last_pv(b.ntiles - 1);
                 b.your_turn();
                 wgmma_wait<0>();
                 b.store_o(b.tile * C::BR + b.warp * 16 + b.g);
@@ -67,7 +67,7 @@ template <int D, typename T> struct EarlyStart : WideO<D, T> {
             }
             b.start_item(it + 1, ntile);          // qf is free: S_{ntiles-1} has been waited for
             b.my_turn();
-            b.last_pv(b.ntiles - 1);              // the last P V ...
+            b.issue_last_pv(b.ntiles - 1);        // the last P V ...
             b.issue_s(b.ntiles);                  // ... and the next item's S_0 behind it
             b.your_turn();
             wgmma_wait<1>();                      // the P V is in; S_0 still running

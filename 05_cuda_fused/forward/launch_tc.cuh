@@ -1,27 +1,31 @@
 /*
- * launch_tc.cuh: the launch every tensor-core kernel (3 to 10) does, written
- * once. Each kernel file says only what is its own: the kernel, its shared
- * memory, its rows per block and its threads, in a small traits struct
- *     template <int D, typename T> struct KnLaunch {
- *         static constexpr size_t bytes = ...;            // dynamic shared memory
- *         static constexpr int br = ..., threads = ...;   // query rows and threads per block
- *         static constexpr TcKernel<T> fn = kernelN<D, T>;
- *     };
- * and its launcher is tc_launch<KnLaunch>(N, q, k, v, o, ...) with N its number.
- * A kernel that writes L for the backward (kernel 9) has fn of type
- * TcKernelL<T> and passes L as tc_launch's last argument.
+ * launch_tc.cuh: the launch of the tensor-core kernels 3 to 10, written once (and tc_supports, the head dims of every
+ * 16-bit kernel).
  *
- * The traits take a third parameter, BC: 0 for the kernel's own K/V tile, else
- * that many keys, with bc the tile it gives (0: a kernel whose tile does not
- * change, kernels 3 and 10). Where a block may have less shared memory than
- * the kernel's tiles take (64 KB on Turing, 99 KB on the RTX 30/40/50 and the
- * L4: kernels 4-9 at D = 128 take 87-104 KB), the launch halves BC until they
- * fit, down to 16 keys at D = 128 (one k-step of P V) and 64 at D = 64 (which
- * fit 64 KB in every kernel), as FlashAttention-2 narrows its
- * K/V tile on sm_86 and sm_89. Every other line of the kernel is its own: the
- * double buffer, the row tile, the registers, the one idea it adds. What it
- * costs: each tile's fixed work (a barrier, the row max's shuffles, alpha and
- * the rescale of o) is spread over fewer keys. describe() names the tile run.
+ * Extends nothing: not a rung but the part kernels 3-10 share. The idea: each kernel file says only what is its own:
+ * the kernel, its shared memory, its rows per block and its threads, in a small traits struct
+ *     template <int D, typename T, int BC = 0> struct KnLaunch {
+ *         static constexpr size_t bytes = ...;                     // dynamic shared memory
+ *         static constexpr int br = ..., threads = ..., bc = ...;  // query rows, threads, keys per K/V tile
+ *         static constexpr TcKernel<T> fn = kernelN<D, T, bc>;
+ *     };
+ * and its launcher is tc_launch<KnLaunch>(N, q, k, v, o, ...) with N its number. A kernel that writes L for the
+ * backward (kernel 9) has fn of type TcKernelL<T> and passes L as tc_launch's last argument. The traits' third
+ * parameter, BC, is 0 for the kernel's own K/V tile, else that many keys, with bc the tile it gives (0: a kernel whose
+ * tile does not change, kernels 3 and 10). Where a block may have less shared memory than the kernel's tiles take
+ * (64 KB on Turing, 99 KB on the RTX 30/40/50 and the L4: kernels 4-9 at D = 128 take 87-104 KB), the launch halves
+ * BC until they fit, down to 16 keys at D = 128 (one k-step of P V) and 64 at D = 64 (which fit 64 KB in every
+ * kernel), as FlashAttention-2 narrows its K/V tile on sm_86 and sm_89. describe() names the tile run.
+ *
+ * Why: the launch (the shared-memory opt-in, the grid, the dtype and D dispatch, the narrowing) is the same for eight
+ * kernels; written in each file it would bury the lines that differ. Every other line of the kernel is its own: the
+ * double buffer, the row tile, the registers, the one idea it adds.
+ *
+ * What it costs: on a narrowed tile, each tile's fixed work (a barrier, the row max's shuffles, alpha and the rescale
+ * of o) is spread over fewer keys.
+ *
+ * Measured: checked, not timed: kernels 4-9 on narrowed K/V tiles pass step05's and step06's --check on an emulated T4
+ * (H200, --gpu-as t4); the runs: RESULTS.md#launch-tc.
  */
 #ifndef LAUNCH_TC_CUH
 #define LAUNCH_TC_CUH
