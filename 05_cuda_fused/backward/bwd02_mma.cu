@@ -80,7 +80,7 @@
  * row tile by cp.async into the other of two buffers while this one is used.
  * Barriers: two per row tile, one between writing ds^T and reading it, one at
  * the end (the next tile's buffers are in, nobody reads ds^T any more).
- * Kernel 4 changes that schedule (its policy's hooks: prologue, rows_ahead,
+ * Kernel 4 changes that schedule (its policy's hooks: prologue, rows_ahead, ds_slot,
  * ds_ready, row_end).
  */
 
