@@ -1,7 +1,7 @@
 """sdpa_reference.py: FlashAttention-2 and cuDNN timed at step 05's --bench shapes
 (batch = 16384/N, heads = 2048/D, N = 512..16384, D = 64 and 128) through
 PyTorch's scaled_dot_product_attention, the yardsticks beside kernels 11-14 in
-05_cuda_fused/RESULTS.md. Same count as step 05 (4 B H N^2 D flops, half of it
+05_cuda_fused/LOG.md. Same count as step 05 (4 B H N^2 D flops, half of it
 causal), step 05's timer (plots/torch_timer.py: after a warm-up, the median of 10 samples, each on a GPU kept
 busy while the host dispatches and with the same cold L2 as step 05's kernels), random normal inputs. Writes step 05's CSV columns with kernel -2
 (FlashAttention-2) and -3 (cuDNN), so the rows sit beside a --bench --csv.
