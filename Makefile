@@ -42,7 +42,7 @@ comma := ,
 # PTX for what comes after them.
 #   sm_75  Turing: T4 (Colab, Kaggle), RTX 20, GTX 16    fp16 tensor cores (m16n8k8), no cp.async, no bf16
 #   sm_80  Ampere: A100; its SASS also runs on sm_86 (RTX 30) and sm_89 (Ada: RTX 40, L4)
-#   sm_90  Hopper: H100, H200, built as sm_90a (wgmma, TMA: kernels 10-23, backward 5-12, FP8)
+#   sm_90  Hopper: H100, H200, built as sm_90a (wgmma, TMA: forward kernels 10-23, backward 5-12, FP8, decode 8-13)
 #   sm_100 Blackwell datacenter: B200;  sm_120 Blackwell consumer: RTX 50
 #   compute_120  PTX for GPUs newer than the list
 FALLBACK_ARCH := sm_75 sm_80 sm_90 sm_100 sm_120 compute_120
@@ -63,7 +63,7 @@ ifneq ($(HAVE_NVCC),)
     ARCH_WHY := set by CUDA_ARCH
   endif
   # sm_90 (Hopper) is built as sm_90a, the same chip with its arch-specific
-  # instructions (wgmma, TMA, setmaxnreg) enabled, for kernels 10-23; the code runs only on
+  # instructions (wgmma, TMA, setmaxnreg) enabled, for the Hopper kernels; the code runs only on
   # compute capability 9.0, which is what sm_90 code runs on anyway.
   GENCODE  := $(foreach a,$(CUDA_ARCH),$(if $(filter compute_%,$(a)),-gencode arch=$(a)$(comma)code=$(a),-gencode arch=compute_$(subst sm_,,$(a:sm_90=sm_90a)),code=$(a:sm_90=sm_90a)))
   NVFLAGS  ?= -O3
@@ -99,7 +99,7 @@ all: info $(STEPS)
 # and 8.9 too), a compute_XX (PTX) on XX and everything newer.
 ARCH_FAMILIES = $(strip $(if $(filter sm_75 compute_75,$(CUDA_ARCH)),Turing) \
     $(if $(filter sm_80 sm_86 sm_89 compute_75 compute_80 compute_86 compute_89,$(CUDA_ARCH)),Ampere/Ada) \
-    $(if $(filter sm_90 compute_75 compute_80 compute_86 compute_89 compute_90,$(CUDA_ARCH)),Hopper$(if $(filter sm_90,$(CUDA_ARCH)),,(no wgmma: kernels 10-23 SKIP))) \
+    $(if $(filter sm_90 compute_75 compute_80 compute_86 compute_89 compute_90,$(CUDA_ARCH)),Hopper$(if $(filter sm_90,$(CUDA_ARCH)),,(no wgmma: the Hopper kernels SKIP))) \
     $(if $(filter sm_100 sm_120 compute_%,$(CUDA_ARCH)),Blackwell))
 info:
 	@echo "build: $(CC), $(CUDA_MSG)"

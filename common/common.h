@@ -26,7 +26,7 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_SKIP = 77 };
 
 /* ------------------------------------------------------------------ options */
 
-/* DT_FP8: e4m3 storage with scales (step 05's --dtype fp8 only: 05_cuda_fused/fp8.c); DT_COUNT: how many. */
+/* DT_FP8: e4m3 storage with scales (step 05's --dtype fp8 only: 05_cuda_fused/fp8/fp8.c); DT_COUNT: how many. */
 enum { DT_FP32 = 0, DT_FP16 = 1, DT_BF16 = 2, DT_FP8 = 3, DT_COUNT = 4 };
 enum { DEV_AUTO = 0, DEV_CPU = 1, DEV_GPU = 2 };
 
