@@ -8,7 +8,7 @@
 # PyTorch's SDPA (FlashAttention-2, cuDNN) in the same call: the forward fp16 (every kernel) and fp32 (naive,
 # kernels 1-2), fp16 causal and bf16 both ways (kernels 14-23); the backward fp16 (every kernel), causal and bf16
 # (kernels 8-12); decode fp16 and bf16, FP8, step 06's --big training, step 02's memory and step 06's causal runs.
-# Each word fits one 10-minute call of the lent GPU (466 s, 436 s and 276 s on the H200, 2026-11-26).
+# Each word fits one 10-minute call of a lent GPU (their times on the H200 are in 05_cuda_fused/LOG.md).
 # Each run's output goes to OUTDIR/<name>.log; a one-line summary per run to stdout.
 out=${1:?usage: sh common/gpu_runs.sh OUTDIR [what...]}; shift
 mkdir -p "$out"
