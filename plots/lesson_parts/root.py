@@ -10,19 +10,17 @@ from lesson import excerpt, part
 
 @part("root-t4")
 def t4():
-    return excerpt("step05_t4_emulated.txt", [r"^device: EMULATED", r"^  kernel \d+ .*x naive$", r"^   skipped:",
-                                              r"^answer \(fp16\)"])
+    return excerpt("step05_t4_emulated.txt", [r"^device: EMULATED", r"^  kernel [2-9] .*x naive$", r"^   skipped:"])
 
 
 @part("root-h200")
 def h200():
-    return excerpt("step05_h200.txt", [r"^device:", r"^2\. fp16", r"^  naive", r"^  kernel \d+ .*x naive$",
-                                       r"^answer \(fp16\)"])
+    return excerpt("step05_h200.txt", [r"^device:", r"^  kernel \d\d .*x naive$", r"^answer \(fp16\)"])
 
 
 @part("root-cpu")
 def cpu():
-    return excerpt("check_cpu.txt", [r"^SKIP step05:", r"^step0\d: \d+ passed", r"^check: "])
+    return excerpt("check_cpu.txt", [r"^SKIP step05:", r"^check: "])
 
 
 @part("root-step02")
@@ -37,12 +35,12 @@ def step03():
 
 @part("root-step04")
 def step04():
-    return excerpt("step04_cpu.txt", [r"^answer: not bit for bit", r"^answer: in fp32 the tiled forward is within"])
+    return excerpt("step04_cpu.txt", [r"^answer: not bit for bit"])
 
 
 @part("root-step07")
 def step07():
-    return excerpt("step02_time_cpu.txt", [r"^answer: "]) + "\n\n" + excerpt("step05_h200.txt", [r"^answer \(fp16\)"])
+    return excerpt("step02_time_cpu.txt", [r"^answer: "])
 
 
 @part("root-step06")

@@ -5,7 +5,6 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
   step05_h200.txt            ./step05 on the H200's own build (the first screen)
   bench_h200_fp16.csv        ./step05 --bench --dtype fp16: every fp16 kernel at FlashAttention's shapes
   sdpa_h200_fp16.csv         plots/sdpa_reference.py: FlashAttention-2 and cuDNN at the same shapes, the same call
-  short_h200_fp16*.csv       the short-sequence runs: kernels 14-23 and cuDNN, non-causal and causal, one call
   bench_backward_h200_fp16.csv, sdpa_backward_h200_fp16.csv     the backward, the same way
   decode_h200_fp16.csv, sdpa_decode_h200_fp16.csv                decode against a KV cache
   fp8_bench_h200.csv, fp8_errors_cpu.csv                         FP8's speed (H200) and its error (CPU)
@@ -48,7 +47,7 @@ def pick(rs, **kw):
 
 @part("s05-first")
 def first():
-    return excerpt("step05_h200.txt", [("range", r"^step05:", r"^answer \(fp16\)")])
+    return excerpt("step05_h200.txt", [r"^step05:", r"^device:", r"^  (naive|kernel)", r"^answer"])
 
 
 @part("s05-kernel1-ratio")
@@ -123,22 +122,8 @@ def best_vs(bench, sdpa, causal, Ns, ids=None, mode="bench"):
 
 @part("s05-vs-sdpa")
 def vs_sdpa():
-    return (best_vs(BENCH, SDPA, 0, (512, 1024, 2048, 4096, 8192, 16384)) +
+    return (best_vs(BENCH, SDPA, 0, (512, 1024, 4096, 16384)) +
             "\n\n<sub>fp16; " + source(BENCH, "kernels") + "; " + source(SDPA, "FlashAttention-2 and cuDNN") + "</sub>")
-
-
-SHORT = "short_h200_fp16.csv"
-SHORT_SDPA, SHORT_SDPA_C = "short_sdpa_h200_fp16.csv", "short_sdpa_h200_fp16_causal.csv"
-SHORT_C = "short_h200_fp16_causal.csv"
-
-
-@part("s05-short")
-def short():
-    out = []
-    for c, b, s in ((0, SHORT, SHORT_SDPA), (1, SHORT_C, SHORT_SDPA_C)):
-        out.append(("**causal**\n\n" if c else "**not causal**\n\n") + best_vs(b, s, c, (512, 1024, 2048)))
-    return "\n\n".join(out) + ("\n\n<sub>fp16, kernels 14 and 18-23; " + source(SHORT, "kernels") + "; " +
-                               source(SHORT_SDPA, "cuDNN") + "; the causal runs the same with `--causal`</sub>")
 
 
 # --- the backward ------------------------------------------------------------------------------------------------
@@ -164,15 +149,11 @@ def backward():
             source(BWD_SDPA, "FlashAttention-2 and cuDNN") + "</sub>")
 
 
-SHORT_BWD, SHORT_BWD_SDPA = "short_backward_h200_fp16.csv", "short_sdpa_backward_h200_fp16.csv"
-SHORT_BWD_C, SHORT_BWD_SDPA_C = "short_backward_h200_fp16_causal.csv", "short_sdpa_backward_h200_fp16_causal.csv"
-
-
-@part("s05-backward-short")
-def backward_short():
-    return (best_vs(SHORT_BWD, SHORT_BWD_SDPA, 0, (512, 1024, 2048), mode="bench_backward") +
-            "\n\n<sub>backward, fp16, not causal, kernels 8-12; " + source(SHORT_BWD, "kernels") + "; " +
-            source(SHORT_BWD_SDPA, "cuDNN") + "</sub>")
+@part("s05-backward-vs")
+def backward_vs():
+    return (best_vs(BWD, BWD_SDPA, 0, (512, 1024, 4096, 16384), mode="bench_backward") +
+            "\n\n<sub>backward, fp16; " + source(BWD, "kernels") + "; " + source(BWD_SDPA, "FlashAttention-2 and cuDNN") +
+            "</sub>")
 
 
 # --- decode --------------------------------------------------------------------------------------------------------
@@ -238,10 +219,3 @@ def fp8_errors():
     return (table(["inputs", "causal", "fp16 storage", "FP8, a scale per tensor", "a scale per block", "blocks + Hadamard",
                    "largest score"], body, ["---", "---", "---:", "---:", "---:", "---:", "---:"]) +
             "\n\n<sub>RMS error of O against float64, N = 1024, D = 64; " + source(FP8_ERR) + "</sub>")
-
-
-# --- the timer's own check -----------------------------------------------------------------------------------------
-
-@part("s05-timer")
-def timer():
-    return excerpt("timer_h200.txt", [("range", r"^the timer's check", r"^FP8 kernel")])
