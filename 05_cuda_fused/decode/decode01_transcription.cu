@@ -1,20 +1,21 @@
 /*
- * Decode kernel 1: the transcription. Step 04's decode loop (04_online_softmax/flash.c:
- * flash_decode_cpu with S = 1, its tile loop row_stream) moved onto the GPU line for line, one thread per
- * new query row, fp32 arithmetic whatever the storage (fp32, fp16, bf16). The first rung of the decode
- * ladder, beside the forward's (kernel01_transcription.cu, whose loop this one repeats on purpose, so that
- * each file reads alone): here the rows are a sequence's newest n positions, the keys its cache, and query
- * head hq reads KV head hq / (Hq / Hkv).
+ * Decode kernel 1: the transcription.
  *
- * What it costs: everything a row needs it reads alone. Each thread streams its sequence's whole cache,
- * one key at a time, and the threads of a warp are different rows (different heads, different
- * sequences), so their loads do not combine: the cache is read once per query row, in 4- or 2-byte
- * pieces. With B = 1 and 32 heads the whole GPU runs one warp. It is the check that the loop is right
- * on the GPU (and the fp32 kernel step 06's GPU generation runs: its logits must match the CPU's), not a
- * way to decode; decode kernel 2 onwards put the tensor cores and the whole GPU on it.
- *
- * Measured on the H100 (./step05 --decode --bench, fp16, D = 128): B = 1, 32 heads, L = 1024 (16.8 MB):
- * 15.6 ms, 1 GB/s, against kernel 3's 16.2 us.
+ * Extends no kernel: the first rung of the decode ladder, beside the forward's (kernel01_transcription.cu, whose loop
+ * this one repeats on purpose, so that each file reads alone). The idea: step 04's decode loop
+ * (04_online_softmax/flash.c: flash_decode_cpu with S = 1, its tile loop row_stream) moved onto the GPU line for line,
+ * one thread per new query row, fp32 arithmetic whatever the storage (fp32, fp16, bf16). Here the rows are a
+ * sequence's newest n positions, the keys its cache, and query head hq reads KV head hq / (Hq / Hkv); row i sits at
+ * position len - n + i and sees the keys up to it.
+ * Why: it is the check that the loop is right on the GPU (and the fp32 kernel that step 06's GPU generation runs: its
+ * logits must match the CPU's), not a way to decode; decode kernel 2 onwards put the tensor cores and the whole GPU on
+ * it.
+ * What it costs: everything a row needs it reads alone. Each thread streams its sequence's whole cache, one key at a
+ * time, and the threads of a warp are different rows (different heads, different sequences), so their loads do not
+ * combine: the cache is read once per query row, in 4- or 2-byte pieces. With B = 1 and 32 heads the whole GPU runs
+ * one warp.
+ * Measured: H100, fp16, D = 128, B = 1, 32 heads, L = 1024 (16.8 MB): 15.6 ms, 1 GB/s, against kernel 3's 16.2 us;
+ * the runs: RESULTS.md#decode-1.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -72,7 +73,10 @@ decode1_transcription(const T *__restrict__ Q,   // [B, Hq, n, D]
         for (int c = 0; c < DK1_BC; c++) {
             float acc = 0.0f;
             if (j + c <= last) {
-#pragma unroll
+                /* D = 128: q read from memory, and this loop over d left rolled: unrolled under the loop over the
+                 * tile's 16 keys it is 2048 loads of q and 2048 of K in one block, which took the compiler minutes a
+                 * dtype and spilled, for the same loads in the same order */
+#pragma unroll(QREG ? D : 1)
                 for (int d = 0; d < D; d++) acc += (QREG ? qr[d] : dk1_f(q[d])) * dk1_f(k[(j + c) * D + d]);
                 s_tile[c] = acc * scale;                              // s_tile = q K_j^T / sqrt(D)
             } else {
