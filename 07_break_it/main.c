@@ -27,6 +27,7 @@
 #include "gpu.h"
 #include "breaks.h"
 #include "grade.h"
+#include "break_fp8.h"
 #include "../06_causal/causal.h"          /* step 06's mask, and its tile-relative bug that --diagnose names */
 #include "../06_causal/naive_backward.h"  /* the breaks as step 06's training runs them (check_training_forms) */
 
@@ -448,6 +449,8 @@ static void usage(const Opts *o)
            "  --trace                per K/V tile of one query row: max s, max p, l, max |o|, inf/NaN yet\n"
            "  --trace-row R          the query row traced (default: the row of the first inf, else of the largest score)\n"
            "  --diagnose             run each known break through the diagnosis and check it names the cause\n"
+           "  --fp8                  break it in FP8: P (after the running max) and S (before it) stored in e4m3, the error\n"
+           "                         of each as the scores grow (the FP8 kernels of step 05 store P: the max makes it fit)\n"
            "  --assignment DIR       write input sets for a student's own tiled attention (and DIR/README.txt)\n"
            "  --grade DIR            grade the student's DIR/out_SET.npy: PASS, FAIL or MISSING per set, the break it\n"
            "                         shows; a file that is not a float32 .npy of the set's shape fails its set (one line\n"
@@ -483,7 +486,7 @@ int main(int argc, char **argv)
     long trace_row = -1;
     double scale = 1;
     const char *assignment = NULL, *grade = NULL, *json = NULL;
-    int alibi = 0;
+    int alibi = 0, fp8 = 0;
     opts_expand(&argc, &argv);
     opts_init(&o, "step07", OPT_SHAPE | OPT_BLOCK | OPT_DTYPE | OPT_SEED | OPT_CSV | OPT_CHECK | OPT_DEVICE | OPT_NPY | OPT_GPU_AS |
               OPT_CAUSAL, (1u << DT_FP32) | (1u << DT_FP16));
@@ -495,6 +498,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--trace")) { trace = 1; continue; }
         if (!strcmp(argv[i], "--trace-row")) { const char *opt = argv[i]; trace_row = parse_long(opt, opt_value(argc, argv, &i), 0, 1048575); continue; }
         if (!strcmp(argv[i], "--diagnose")) { diag = 1; continue; }
+        if (!strcmp(argv[i], "--fp8")) { fp8 = 1; continue; }
         if (!strcmp(argv[i], "--alibi")) { alibi = 1; continue; }
         if (!strcmp(argv[i], "--json")) {
             const char *opt = argv[i];
@@ -511,6 +515,7 @@ int main(int argc, char **argv)
         usage_error("unknown option '%s' (see --help)", argv[i]);
     }
     if (o.help) { usage(&o); return 0; }
+    if (fp8) { break_fp8_table(); return 0; } /* CPU only, no options of its own: the table of break_fp8.c */
     if (assignment) return grade_assignment(assignment, o.seed, 1);
     if (json && !grade) usage_error("option --json goes with --grade DIR (the results file of that grade)");
     if (grade) {
