@@ -124,7 +124,7 @@ int flash_forward_cpu(const float *q,  // [bh, N, D]
  *
  *   m = max_s m_s,   l = sum_s e^(m_s - m) l_s,   o = sum_s e^(m_s - m) o_s,   O = o / l,
  *
- * and with S = 1 it is the one-pass loop. The GPU's merge (05_cuda_fused/decode.cuh) computes the closed
+ * and with S = 1 it is the one-pass loop. The GPU's merge (05_cuda_fused/decode/decode03_split_kv.cu) computes the closed
  * form directly, every chunk's weight e^(m_s - m) at once.
  *
  * Causal among the new rows: the n query rows are the newest n positions of a sequence of nkeys, so row

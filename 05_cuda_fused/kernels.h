@@ -185,6 +185,9 @@ typedef struct DecodeKernel {
     /* One line: the grid and tiles it uses for a's shape ("S = 8 splits of 512 keys, 256 blocks"). */
     void (*describe)(const DecodeArgs *a, char *buf, size_t n);
     const char *(*unavailable)(void);
+    /* NULL, or what this kernel changes that is only when or how the work runs (a launch, a round of loads), not its
+     * sums: then its O equals the kernel it extends bit for bit on the same splits, and --check compares the two. */
+    const char *same_sums;
 } DecodeKernel;
 
 #define DECODE_UNAVAILABLE(k) ((k)->unavailable ? (k)->unavailable() : (const char *)0)

@@ -8,7 +8,7 @@
  * (DecSmemBulk). Lanes 0-7 of warp 0 issue a tile's 8 boxes, lane 0 tells the stage's mbarrier the bytes to expect,
  * and every warp waits on the mbarrier's phase: warps 1-3 spend no issue slot on the stream. The math after the copy
  * is kernel 7's, the same keys in the same order: O is the same to the bit.
- * Why: kernel 7 still has every thread of the block issue 16 cp.async of 16 bytes per tile at D = 128, then wait on
+ * Why: kernel 7 still has every thread of the block start 16 cp.async of 16 bytes per tile at D = 128, then wait on
  * its own copies (cp.async.wait_group) and meet at a __syncthreads before the tile may be read. What the copy engine
  * needs is large requests: the same rows as one 256-byte bulk copy each read the cache at half the rate of these
  * boxes; 2 KB and 4 KB requests reach the device's read bandwidth (the steps measured: RESULTS.md#decode-8).
@@ -242,7 +242,7 @@ const char *dec_bulk_unavailable(void)
 
 static const DecodeKernel decode8 = {
     .id = 8, .extends = 7, .name = "bulk copies",
-    .idea = "K/V rows by the copy engine, one bulk copy a row, an mbarrier a stage",
+    .idea = "K/V tiles by the copy engine, one 4 KB box per 16-key quarter, counted on an mbarrier",
     .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .paged = 1,
     .workspace = dk8_workspace, .launch = dk8_launch, .describe = dk8_describe, .unavailable = dec_bulk_unavailable,
 };

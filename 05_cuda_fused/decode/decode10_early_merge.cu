@@ -93,6 +93,7 @@ static const DecodeKernel decode10 = {
     .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .paged = 1,
     .workspace = dk10_workspace, .launch = dk10_launch, .describe = dk10_describe,
     .unavailable = dec_bulk_unavailable,
+    .same_sums = "the merge kernel launched early (waiting in griddepcontrol.wait) against it launched after the split kernel",
 };
 DECODE_REGISTER(decode10);
 #endif

@@ -88,6 +88,7 @@ static const DecodeKernel decode11 = {
     .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .paged = 1,
     .workspace = dk11_workspace, .launch = dk11_launch, .describe = dk11_describe,
     .unavailable = dec_bulk_unavailable,
+    .same_sums = "the merge's loads in one round against 8 at a time, twice",
 };
 DECODE_REGISTER(decode11);
 #endif

@@ -69,6 +69,7 @@ static const DecodeKernel decode13 = {
     .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = dec_supports, .paged = 1,
     .workspace = dk13_workspace, .launch = dk13_launch, .describe = dk13_describe,
     .unavailable = dec_bulk_unavailable,
+    .same_sums = "the first copies issued behind one trip to memory against three",
 };
 DECODE_REGISTER(decode13);
 #endif

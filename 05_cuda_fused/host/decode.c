@@ -384,20 +384,6 @@ static const DecodeKernel *contiguous_base(const DecodeKernel *k)
     return k && !k->paged ? k : NULL;
 }
 
-/* The rungs whose idea changes only when or how the work runs, not its sums: each one's O must equal the rung it
- * extends bit for bit, on the same splits. The registry has no field that says so (the backward's dkdv_as says it
- * for dK and dV), so they are named here, each with what it changes; NULL for the others. */
-static const char *same_sums_as_extends(const DecodeKernel *k)
-{
-    static const struct { int id; const char *what; } rungs[] = {
-        {10, "the merge kernel launched early (waiting in griddepcontrol.wait) against it launched after the split kernel"},
-        {11, "the merge's loads in one round against 8 at a time, twice"},
-        {13, "the first copies issued behind one trip to memory against three"},
-    };
-    for (size_t i = 0; i < sizeof rungs / sizeof rungs[0]; i++)
-        if (rungs[i].id == k->id) return rungs[i].what;
-    return NULL;
-}
 
 /* One launch of kernel k on p with workspace ws (allocated by the caller), its output poisoned first and
  * downloaded into out [nq]. 0, or -1 if the launch refused. */
@@ -472,7 +458,7 @@ static void check_problem(long only, int dt, long D, long Hq, long Hkv, long n, 
         report(!memcmp(out, again, p.nq * 4), NULL, name, "two runs bit-identical");
         /* a rung that changes only when or how the work runs: its O bit for bit the rung's below */
         const DecodeKernel *kb = decode_kernel(k->extends);
-        const char *same = same_sums_as_extends(k);
+        const char *same = k->same_sums;
         if (same && kb && kernel_takes(kb, dt, D)) {
             if (!merged) merged = xmalloc(p.nq * 4, "the kernel before's O");
             void *wsb = ws_alloc(kb, &p);
