@@ -175,7 +175,7 @@ def decode():
         fa2, cud = (pick(ss, kernel=x, **sel) for x in (-2, -3))
         body.append([f"{B}", f"{Hq} / {Hkv}", f"{L}", f"{float(k['us']):.1f}", f"{float(k['gbs']):.0f}",
                      f"{float(fa2['us']):.1f}", f"{float(cud['us']):.1f}", f"{float(cud['us']) / float(k['us']):.2f}x"])
-    return (table(["B", "heads (query / KV)", "cache length L", f"decode {best}: us", "GB/s", "FlashAttention-2: us",
+    return (table(["B", "heads (query / KV)", "keys cached", f"decode {best}: us", "GB/s", "FlashAttention-2: us",
                    "cuDNN: us", "cuDNN's time / ours"], body) +
             f"\n\n<sub>one new row per sequence, D = 128, fp16; the read bandwidth measured in that run {bw:.0f} GB/s; " +
             source(DEC, "kernels") + "; " + source(DEC_SDPA, "FlashAttention-2 and cuDNN") + "</sub>")
