@@ -1,7 +1,7 @@
 /*
- * tma_map.cuh: the host side of Hopper's copy engine for the forward kernels from 11, the FP8 kernels
- * and backward kernels 5-12 (and decode kernel 8, decode/decode08_bulk_copies.cu): K or V (or Q and dO) as a tensor map the TMA reads boxes of (wgmma.cuh has the device
- * side: tma_load_3d and the mbarriers).
+ * tma_map.cuh: the host side of Hopper's copy engine (the TMA) for the forward kernels from 11, the FP8
+ * kernels, backward kernels 5-12 and decode kernel 8: K or V (or Q and dO) as a tensor map the TMA reads
+ * boxes of. wgmma.cuh has the device side: tma_load_3d and the mbarriers.
  *
  * A tensor map is 128 bytes made on the host by the driver's
  * cuTensorMapEncodeTiled (reached through cudaGetDriverEntryPointByVersion,
