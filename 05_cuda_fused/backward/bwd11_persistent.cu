@@ -34,7 +34,8 @@
 /* The tickets, one per (head, K/V tile): as forward kernel 18's (kernel18_persistent.cu says why), BWD_SLOTS counters
  * each at zero between launches; a launch takes the next slot in turn, its blocks take tickets 0, 1, 2, ... until one
  * past the end, and the block that stops last puts the slot back to zero. So a launch replayed from a CUDA graph, or
- * two at once on two streams, each find their counter at zero. */
+ * two at once on two streams, each find their counter at zero. The same limits as kernel 18's: two launches on one
+ * slot must not run at once (at most BWD_SLOTS in flight; a captured graph keeps its slot), one host thread. */
 enum { BWD_SLOTS = 64 };
 /* [[maybe_unused]]: off Hopper the kernel's body, their only reader, is compiled out */
 [[maybe_unused]] static __device__ unsigned g_bwd_tickets[BWD_SLOTS], g_bwd_done[BWD_SLOTS];
@@ -88,7 +89,9 @@ struct B11Policy : B10Policy {
             tickets[slot] = ticket;
             mbar_arrive(full_t(a) + 8 * slot);
             if (ticket >= a.items) {              // past the last item: the last block to stop resets the slot
+                __threadfence();                  // as kernel 18's tickets_done: the tickets, the count, the reset
                 if (atomicAdd(&g_bwd_done[a.slot], 1u) == gridDim.x - 1) {
+                    __threadfence();
                     atomicExch(&g_bwd_tickets[a.slot], 0u);
                     atomicExch(&g_bwd_done[a.slot], 0u);
                 }

@@ -46,8 +46,11 @@
  * item, which tells a block to stop; the block that stops last (g_done counts them) puts the slot back to zero. So
  * every launch finds its counter at zero however it is launched: replayed from a CUDA graph (which keeps the slot it
  * was captured with), on two streams at once (each launch its own slot), after a launch that was refused. What it
- * costs: one more atomic per block, at its end. At most TICKET_SLOTS launches of one kernel file may run at once.
- * Each kernel file that includes this one has its own slots. */
+ * costs: one more atomic and two fences per block, at its end. Two launches on one slot must not run at once: at
+ * most TICKET_SLOTS launches of one kernel file in flight, and a captured graph keeps its slot while it lives (64
+ * launches later a plain launch takes that slot again, and two graph execs made from one capture share it). The slot
+ * counter on the host is not atomic: one host thread launches. Each kernel file that includes this one has its own
+ * slots. */
 enum { TICKET_SLOTS = 64 };
 static __device__ unsigned g_tickets[TICKET_SLOTS], g_done[TICKET_SLOTS];
 static unsigned g_slot;                           // host: the slot of the next launch
@@ -58,7 +61,9 @@ __device__ __forceinline__ unsigned next_ticket(unsigned slot) { return atomicAd
  * the block that gets here last may put the slot back to zero for the next launch that takes it. */
 __device__ __forceinline__ void tickets_done(unsigned slot)
 {
+    __threadfence();                              // this block's ticket atomics before its count in g_done
     if (atomicAdd(&g_done[slot], 1u) == gridDim.x - 1) {
+        __threadfence();                          // every block's count (so every ticket taken) before the reset
         atomicExch(&g_tickets[slot], 0u);
         atomicExch(&g_done[slot], 0u);
     }
@@ -194,7 +199,7 @@ template <int D, typename T> struct Persistent : Pingpong<D, T> {
 };
 
 /* Kernel 18's kernel: kernel 13's arguments, and Q as a tensor map, the heads BH, the heads per group G (causal) and
- * the launch's first ticket. */
+ * the launch's ticket slot. */
 template <int D, typename T, class P>
 __global__ void __launch_bounds__(K13<D>::THREADS, 1)
 wgmma_persist(const T *__restrict__ Q, T *__restrict__ O, float *__restrict__ L, long N, long row_tiles, int causal,
