@@ -51,7 +51,8 @@ struct B11Policy : B10Policy {
     static constexpr bool ITEM_LOOP = true;       /* the consumers walk item after item */
     static constexpr int TICKET_READERS = 128 * 2 + 32 + 32 * 2;   /* the consumers, warp 1, the writer warps */
     /* read here too: off Hopper the kernel's body, their reader, is compiled out (an unread member of a type in an
-     * unnamed namespace is a warning, and warnings are errors) */
+     * unnamed namespace is a warning, warnings are errors, and nvcc's front end does not take [[maybe_unused]] on a
+     * member) */
     static_assert(ITEM_LOOP && TICKET_READERS == 352, "the consumers, warp 1 and the writer warps read the ring");
 
     template <class A> static __device__ __forceinline__ uint32_t kv_empty(const A &a) { return a.empty + 8 * A::C::STAGES; }
