@@ -513,9 +513,7 @@ static void bwd_persistent_launch_checks(long only)
                 GpuGraph *gr = gpu_graph_capture(bwd_launch_on, &c);
                 size_t bad = 0;
                 for (int r = 0; r < 3; r++) {
-                    make_qkv(p[0].q, p[0].k, p[0].v, n, 2600 + 10 * r + D + causal);
-                    round_to_dtype(p[0].q, n, dt), round_to_dtype(p[0].k, n, dt), round_to_dtype(p[0].v, n, dt);
-                    dupload_into(p[0].Q, p[0].q, n, dt), dupload_into(p[0].K, p[0].k, n, dt), dupload_into(p[0].V, p[0].v, n, dt);
+                    problem_new_inputs(&p[0], 2600 + 10 * r + D + causal);
                     kf->launch_l(p[0].Q, p[0].K, p[0].V, p[0].O, p[0].L, p[0].B, p[0].H, p[0].N, D, dt, causal, NULL);
                     poison_grads(&p[0]);
                     gpu_graph_replay(gr);

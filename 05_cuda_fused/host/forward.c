@@ -191,9 +191,7 @@ static void persistent_launch_checks(const FusedKernel *kp)
             GpuGraph *g = gpu_graph_capture(persist_launch_on, &c);
             size_t bad = 0;
             for (int r = 0; r < 3; r++) {
-                make_qkv(p[0].q, p[0].k, p[0].v, n, 2400 + 10 * r + D + causal);
-                round_to_dtype(p[0].q, n, dt), round_to_dtype(p[0].k, n, dt), round_to_dtype(p[0].v, n, dt);
-                dupload_into(p[0].Q, p[0].q, n, dt), dupload_into(p[0].K, p[0].k, n, dt), dupload_into(p[0].V, p[0].v, n, dt);
+                problem_new_inputs(&p[0], 2400 + 10 * r + D + causal);
                 dpoison(p[0].O, n, dt);
                 dpoison(L[0], nl, DT_FP32);
                 gpu_graph_replay(g);

@@ -290,6 +290,13 @@ void problem_make(Problem *p, long B, long H, long N, long D, int dtype, int cau
     p->O = dmalloc(p->n * dtype_size(dtype), "O");
 }
 
+void problem_new_inputs(Problem *p, uint64_t seed)
+{
+    make_qkv(p->q, p->k, p->v, p->n, seed);
+    round_to_dtype(p->q, p->n, p->dtype), round_to_dtype(p->k, p->n, p->dtype), round_to_dtype(p->v, p->n, p->dtype);
+    dupload_into(p->Q, p->q, p->n, p->dtype), dupload_into(p->K, p->k, p->n, p->dtype), dupload_into(p->V, p->v, p->n, p->dtype);
+}
+
 void problem_add_backward(Problem *p, uint64_t seed, float *dout)
 {
     if (dout) {

@@ -111,6 +111,8 @@ typedef struct {
 /* Q, K, V from the seed (o != NULL with --q/--k/--v: from the files, which set the shape), rounded to
  * dtype, uploaded; O allocated on the device. */
 void problem_make(Problem *p, long B, long H, long N, long D, int dtype, int causal, uint64_t seed, const Opts *o);
+/* New Q, K, V from seed (rounded to the problem's dtype) into the same host and device buffers: a graph's replays. */
+void problem_new_inputs(Problem *p, uint64_t seed);
 /* dO from the seed's fourth stream (seed + 3; make_qkv takes seed .. seed + 2), or the given host dout
  * (p->n floats, tracked; the problem takes it), rounded and uploaded; dQ, dK, dV allocated. */
 void problem_add_backward(Problem *p, uint64_t seed, float *dout);
