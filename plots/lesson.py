@@ -69,6 +69,28 @@ def one(name, col, **where):
     return rs[0][col]
 
 
+def grab(name, pattern, group=1):
+    """Group `group` of the first line of a recorded output that matches `pattern`."""
+    for line in meta_and_lines(name)[1]:
+        m = re.search(pattern, line)
+        if m:
+            return m.group(group)
+    raise DataError(f"plots/gallery/{name}: no line matches {pattern!r}")
+
+
+def machine(name):
+    """The machine a run names (its '# machine:' line, a GPU with its driver)."""
+    m = meta_and_lines(name)[0].get("machine")
+    if not m:
+        raise DataError(f"plots/gallery/{name}: no '# machine:' line")
+    return m
+
+
+def gpu_name(name):
+    """The machine a run names, without the GPU's driver."""
+    return machine(name).split(" (driver")[0]
+
+
 def source(name, what="the run"):
     """One line naming where a figure comes from: the machine and the command (the date and commit are in the file)."""
     meta, _ = meta_and_lines(name)

@@ -5,28 +5,10 @@ plots/gallery/ (python3 plots/lesson.py --check / --write).
   step01_h200.txt        ./step01 --device gpu --seq 4096                the cuBLAS baseline, fp32
   step01_h200_fp16.txt   ./step01 --device gpu --seq 4096 --dtype fp16   the same in fp16
 Every part reads whatever its file holds: a rerun rewrites the figures, never the prose's shape."""
-import re
 
-from lesson import DataError, excerpt, meta_and_lines, part
+from lesson import excerpt, gpu_name, grab, part
 
 CPU, GPU32, GPU16 = "step01_cpu.txt", "step01_h200.txt", "step01_h200_fp16.txt"
-
-
-def grab(name, pattern, group=1):
-    """Group `group` of the first line of a recorded output that matches `pattern`."""
-    for line in meta_and_lines(name)[1]:
-        m = re.search(pattern, line)
-        if m:
-            return m.group(group)
-    raise DataError(f"plots/gallery/{name}: no line matches {pattern!r}")
-
-
-def gpu(name):
-    """The GPU the run names, without its driver."""
-    m = meta_and_lines(name)[0].get("machine")
-    if not m:
-        raise DataError(f"plots/gallery/{name}: no '# machine:' line")
-    return m.split(" (driver")[0]
 
 
 # --- the CPU run: the textbook formula, S and P written whole -----------------------------------------------------
@@ -81,8 +63,8 @@ def gpu_runs():
 
 
 @part("s01-gpu-name")
-def gpu_name():
-    return gpu(GPU32)
+def gpu32_name():
+    return gpu_name(GPU32)
 
 
 @part("s01-fp16-sp-one")

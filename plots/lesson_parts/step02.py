@@ -9,27 +9,11 @@ in plots/gallery/ (python3 plots/lesson.py --check / --write).
 Every part reads whatever its file holds: a rerun rewrites the figures, never the prose's shape."""
 import re
 
-from lesson import DataError, excerpt, meta_and_lines, one, part, rows, source, table
+from lesson import DataError, excerpt, gpu_name, grab, meta_and_lines, one, part, rows, source, table
 
 PROBE, PROBE_CSV, GPU = "step02_cpu_8G.txt", "step02_cpu_8G.csv", "step02_h200_fp16_8G.txt"
 TIME, TIME_CSV = "step02_time_cpu.txt", "step02_time_cpu.csv"
 B16, B256 = "step02_time_cpu_b16.txt", "step02_time_cpu_b256.txt"
-
-
-def grab(name, pattern, group=1):
-    """Group `group` of the first line of a recorded output that matches `pattern`."""
-    for line in meta_and_lines(name)[1]:
-        m = re.search(pattern, line)
-        if m:
-            return m.group(group)
-    raise DataError(f"plots/gallery/{name}: no line matches {pattern!r}")
-
-
-def machine(name):
-    m = meta_and_lines(name)[0].get("machine")
-    if not m:
-        raise DataError(f"plots/gallery/{name}: no '# machine:' line")
-    return m.split(" (driver")[0]
 
 
 def mb(x):
@@ -107,7 +91,7 @@ def time_run():
 @part("s02-time-machine")
 def time_machine():
     """The benchmark's CPU; record.sh writes ', no GPU' when it finds no nvidia-smi, which says that the run used none."""
-    return machine(TIME).replace(", no GPU", "")
+    return gpu_name(TIME).replace(", no GPU", "")
 
 
 def ratio_at(name, n):
@@ -139,7 +123,7 @@ def b_source():
 
 @part("s02-probe-machine")
 def probe_machine():
-    return machine(PROBE)
+    return gpu_name(PROBE)
 
 
 @part("s02-probe-times")

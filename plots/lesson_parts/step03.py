@@ -4,20 +4,10 @@ in plots/gallery/ (python3 plots/lesson.py --check / --write).
   step03_cpu.txt         ./step03            B=2 H=4 N=256 D=32, BR=BC=32: version B and the two-pass version
   step03_cpu_bc256.txt   ./step03 --bc 256   one K/V tile covers N: version B is right
 Every part reads whatever its file holds: a rerun rewrites the figures, never the prose's shape."""
-import re
 
-from lesson import DataError, excerpt, meta_and_lines, part
+from lesson import excerpt, grab, part
 
 RUN, ONE = "step03_cpu.txt", "step03_cpu_bc256.txt"
-
-
-def grab(name, pattern, group=1):
-    """Group `group` of the first line of a recorded output that matches `pattern`."""
-    for line in meta_and_lines(name)[1]:
-        m = re.search(pattern, line)
-        if m:
-            return m.group(group)
-    raise DataError(f"plots/gallery/{name}: no line matches {pattern!r}")
 
 
 @part("s03-run")

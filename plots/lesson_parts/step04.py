@@ -6,20 +6,10 @@ runs in plots/gallery/ (python3 plots/lesson.py --check / --write).
                         the verification table (its CSV: step04_cpu.csv; the state of row 0: step04_state.csv)
   step04_cpu_fp16.txt   ./step04 --dtype fp16    fp16 inputs, fp32 state: the 2x-naive rule
 Every part reads whatever its file holds: a rerun rewrites the figures, never the prose's shape."""
-import re
 
-from lesson import DataError, excerpt, meta_and_lines, part
+from lesson import DataError, excerpt, grab, meta_and_lines, part
 
 RUN, FP16 = "step04_cpu.txt", "step04_cpu_fp16.txt"
-
-
-def grab(name, pattern, group=1):
-    """Group `group` of the first line of a recorded output that matches `pattern`."""
-    for line in meta_and_lines(name)[1]:
-        m = re.search(pattern, line)
-        if m:
-            return m.group(group)
-    raise DataError(f"plots/gallery/{name}: no line matches {pattern!r}")
 
 
 # --- Step 3: the streaming softmax on one vector --------------------------------------------------------------------

@@ -13,7 +13,7 @@ the CPU), train_gpu_big_h200.csv and train_gpu_big_h200_16G.csv (--big, and unde
 Every part reads whatever its file holds: a rerun rewrites the figures, never the prose's shape."""
 import re
 
-from lesson import DataError, excerpt, fmt, meta_and_lines, part, rows, source, table
+from lesson import DataError, excerpt, fmt, gpu_name, grab, machine, meta_and_lines, part, rows, source, table
 
 MASK = "step06_cpu.txt"
 CHECK = "step06_check_cpu.txt"
@@ -27,16 +27,6 @@ BIG, BIG16 = "train_gpu_big_h200.csv", "train_gpu_big_h200_16G.csv"
 
 
 # --- reading ----------------------------------------------------------------------------------------------------
-
-def grab(name, pattern, group=1):
-    """Group `group` of the first line of a recorded output that matches `pattern`."""
-    _, lines = meta_and_lines(name)
-    for line in lines:
-        m = re.search(pattern, line)
-        if m:
-            return m.group(group)
-    raise DataError(f"plots/gallery/{name}: no line matches {pattern!r}")
-
 
 def excerpt_where(name, keep, caption=True):
     """An output block of the lines whose indices keep(lines) returns, '...' where lines are left out, and the
@@ -55,18 +45,6 @@ def excerpt_where(name, keep, caption=True):
             gap = True
     text = "```\n" + "\n".join(out) + "\n```"
     return text + ("\n\n<sub>" + source(name) + "</sub>" if caption else "")
-
-
-def machine(name):
-    m = meta_and_lines(name)[0].get("machine")
-    if not m:
-        raise DataError(f"plots/gallery/{name}: no '# machine:' line")
-    return m
-
-
-def gpu_name(name):
-    """The GPU's name without its driver."""
-    return machine(name).split(" (driver")[0]
 
 
 def command(name):

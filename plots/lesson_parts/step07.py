@@ -12,7 +12,7 @@ in plots/gallery/ (each written by plots/record.sh):
 import os
 import re
 
-from lesson import part, excerpt, rows, one, source, fmt, table, DataError, meta_and_lines, GALLERY
+from lesson import DataError, GALLERY, excerpt, fmt, grab, meta_and_lines, part, rows, source, table
 
 CPU = "step07_cpu.txt"
 GRADE = "step07_grade_numpy.txt"
@@ -21,15 +21,6 @@ STUDENT = "step07_student.py"
 
 def lines(name):
     return meta_and_lines(name)[1]
-
-
-def grab(name, pattern, group=1):
-    """The group of the first line of a recorded output that matches pattern."""
-    for l in lines(name):
-        m = re.search(pattern, l)
-        if m:
-            return m.group(group)
-    raise DataError(f"plots/gallery/{name}: no line matches {pattern!r}")
 
 
 def block(text, name=None):
