@@ -84,7 +84,8 @@ static void usage(const Opts *o)
            "The fused CUDA kernels, checked and timed against naive cuBLAS attention (book Step 7).\n");
     print_common_usage(o);
     printf("  --bench                FlashAttention's benchmark shapes (batch = 16384/N, heads = 2048/D), TFLOP/s table\n"
-           "                         at D = 64 and 128 (--dim 64 or 128: that one only; --decode --bench: its own shapes)\n"
+           "                         at D = 64 and 128 (--dim 64 or 128: that one only; --seq N: N = 512..N only, as\n"
+           "                         --seq 2048 for the short sequences; --decode --bench: its own shapes)\n"
            "  --backward             the backward kernels (dQ, dK, dV) vs the naive cuBLAS backward; with --bench: at\n"
            "                         the benchmark shapes; with --check: only the backward's checks; --kernel N: backward kernel N\n"
            "  --do FILE.npy          with --backward and --q --k --v: dO = dLoss/dO ([B,H,N,D]); --out-dq/--out-dk/--out-dv\n"
@@ -183,6 +184,8 @@ int main(int argc, char **argv)
         gpu_require();
         return decode_main(&o, &dec, bench, sanitize);
     }
+    if (bench && (o.given & OPT_GIVEN_SEQ) && (o.N < BENCH_N0 || o.N > BENCH_N1 || (o.N & (o.N - 1))))
+        usage_error("option --seq: with --bench, the last N of the benchmark's (512, 1024, ..., 16384), not %ld", o.N);
     if (errors && o.dtype != DT_FP8) usage_error("option --errors goes with --dtype fp8 (the FP8 error table)");
     if (scaling >= 0 && (o.dtype != DT_FP8 || !o.qfile))
         usage_error("option --scaling goes with --dtype fp8 and --q/--k/--v (the scaling whose O --out writes)");

@@ -189,7 +189,7 @@ int opts_parse_common(Opts *o, int argc, char **argv, int *i)
     if (acc & OPT_SHAPE) {
         if (!strcmp(a, "--batch")) { o->B = parse_long(a, opt_value(argc, argv, i), 1, MAX_DIM); o->given |= 1; return 1; }
         if (!strcmp(a, "--heads")) { o->H = parse_long(a, opt_value(argc, argv, i), 1, MAX_DIM); o->given |= 2; return 1; }
-        if (!strcmp(a, "--seq")) { o->N = parse_long(a, opt_value(argc, argv, i), 1, MAX_DIM); o->given |= 4; return 1; }
+        if (!strcmp(a, "--seq")) { o->N = parse_long(a, opt_value(argc, argv, i), 1, MAX_DIM); o->given |= OPT_GIVEN_SEQ; return 1; }
         if (!strcmp(a, "--dim")) { o->D = parse_long(a, opt_value(argc, argv, i), 1, 1024); o->given |= OPT_GIVEN_DIM; return 1; }
     }
     if (acc & OPT_BLOCK) {

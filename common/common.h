@@ -78,6 +78,7 @@ typedef struct {
     unsigned given;              /* what the user set explicitly: 1 B, 2 H, 4 N, 8 D, OPT_GIVEN_DTYPE --dtype */
 } Opts;
 
+#define OPT_GIVEN_SEQ 4u
 #define OPT_GIVEN_DIM 8u
 #define OPT_GIVEN_DTYPE 16u
 /* 1 if --kernel (none, K or K-M) asks for kernel id. */

@@ -820,7 +820,7 @@ int bwd_run_bench(const Opts *o, FILE *csv)
         int have[MAX_KERNELS + 1];
         memset(have, 0, sizeof have);
         int col = 0;
-        for (long N = BENCH_N0; N <= BENCH_N1; N *= 2, col++) {
+        for (long N = BENCH_N0; N <= bench_n_last(o); N *= 2, col++) {
             Problem p;
             bp_make(&p, 16384 / N, 2048 / D, N, D, o->dtype, o->causal, o->seed + N);
             problem_need_L(&p);
@@ -875,12 +875,12 @@ int bwd_run_bench(const Opts *o, FILE *csv)
             problem_free(&p);
         }
         print_bench_table(FAM_BACKWARD, D, 2.5 * 4.0 * 16384 * 2048 / (o->causal ? 2 : 1), ids, nb + 1,
-                          (const double (*)[BENCH_COLS])t, have); /* 2.5 * 4*B*H*N*N*D with B*N = 16384, H*D = 2048 */
+                          (const double (*)[BENCH_COLS])t, have, bench_n_last(o)); /* 2.5 * 4*B*H*N*N*D with B*N = 16384, H*D = 2048 */
         for (int i = 0; i < nb; i++)
             if (opts_kernel(o, bs[i]->id) && bwd_runs(bs[i], o->dtype, D) && !bwd_fits(bs[i], o->dtype, D))
                 printf("  bwd %d SKIP at D=%ld: refused on this GPU (its shared memory; not timed)\n", bs[i]->id, D);
         printf(" L's cost, forward kernel %d (%% more time writing L):", fk->id);
-        for (int c2 = 0; c2 < BENCH_COLS; c2++) printf(" %+5.1f%%", 100.0 * (tf[1][c2] / tf[0][c2] - 1));
+        for (int c2 = 0; c2 < col; c2++) printf(" %+5.1f%%", 100.0 * (tf[1][c2] / tf[0][c2] - 1));
         printf("\n");
     }
     return EXIT_OK;

@@ -583,7 +583,7 @@ int fwd_run_bench(const Opts *o, FILE *csv)
         memset(skipped, 0, sizeof skipped);
         gpu_refusals_quiet(1);
         int col = 0;
-        for (long N = BENCH_N0; N <= BENCH_N1; N *= 2, col++) {
+        for (long N = BENCH_N0; N <= bench_n_last(o); N *= 2, col++) {
             Problem p;
             problem_make(&p, 16384 / N, 2048 / D, N, D, o->dtype, o->causal, o->seed + N, NULL);
             const FusedKernel *run[MAX_KERNELS + 1];
@@ -617,7 +617,7 @@ int fwd_run_bench(const Opts *o, FILE *csv)
             problem_free(&p);
         }
         print_bench_table(FAM_FORWARD, D, 4.0 * 16384 * 2048 / (o->causal ? 2 : 1), ids, nk + 1,
-                          (const double (*)[BENCH_COLS])t, have); /* 4*B*H*N*N*D with B*N = 16384, H*D = 2048 */
+                          (const double (*)[BENCH_COLS])t, have, bench_n_last(o)); /* 4*B*H*N*N*D with B*N = 16384, H*D = 2048 */
         for (int i = 0; i < nk; i++)
             if (skipped[i][0]) printf("  kernel %d SKIP at D=%ld: %s (not timed)\n", ks[i]->id, D, skipped[i]);
         gpu_refusals_quiet(0);

@@ -644,7 +644,7 @@ static int fp8_bench(const Opts *o, FILE *csv)
         qc.had = 1;
         const double qh_ms = gpu_time_median_ms(run_quant, &qc, 2, (int)o->repeat);
         dfree((void *)qc.q); dfree((void *)qc.k); dfree(qc.x8); dfree(qc.s);
-        for (long N = 512; N <= 16384; N *= 2) {
+        for (long N = BENCH_N0; N <= bench_n_last(o); N *= 2) {
             const long B = 16384 / N, H = 2048 / D;
             const size_t n = (size_t)B * H * N * D;
             float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");

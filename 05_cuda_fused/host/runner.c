@@ -234,10 +234,10 @@ void print_answer_fastest(const char *what, int id, const char *name, double ms,
 }
 
 void print_bench_table(Family f, long D, double flops_per_n, const int *ids, int rows, const double (*t)[BENCH_COLS],
-                       const int *have)
+                       const int *have, long n_last)
 {
     printf("\n D=%ld       N:", D);
-    for (long N = BENCH_N0; N <= BENCH_N1; N *= 2) printf(" %7ld", N);
+    for (long N = BENCH_N0; N <= n_last; N *= 2) printf(" %7ld", N);
     printf("\n");
     for (int r = 0; r < rows; r++) {
         if (!have[r]) continue;
@@ -246,7 +246,7 @@ void print_bench_table(Family f, long D, double flops_per_n, const int *ids, int
         else kernel_label(f, ids[r], label, sizeof label);
         printf(" %-14s", label);
         int c = 0;
-        for (long N = BENCH_N0; N <= BENCH_N1; N *= 2, c++) {
+        for (long N = BENCH_N0; N <= n_last; N *= 2, c++) {
             if (t[r][c] < 0) printf(" %7s", "OOM");
             else printf(" %7.1f", flops_per_n * N / t[r][c] / 1e9);
         }

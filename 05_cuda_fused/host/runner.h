@@ -95,6 +95,8 @@ void check_grid(const CheckGrid *g);
 
 /* --bench's shapes, FlashAttention's: N = 512 .. 16384 (6 columns), batch = 16384 / N, heads = 2048 / D. */
 enum { BENCH_N0 = 512, BENCH_N1 = 16384, BENCH_COLS = 6 };
+/* The last N a --bench runs: 16384, or --seq's (--bench --seq 2048: the short sequences only, N = 512..2048). */
+static inline long bench_n_last(const Opts *o) { return (o->given & OPT_GIVEN_SEQ) ? o->N : BENCH_N1; }
 
 typedef struct {
     long B, H, N, D;
@@ -166,9 +168,10 @@ void print_time_row(const char *label, const char *name, double ms, double tflop
 void print_answer_fastest(const char *what, int id, const char *name, double ms, double t_naive, const char *buffers,
                           double bytes);
 /* --bench's table at head dim D: a row per method (row 0 naive, row r > 0 the kernel ids[r] of the forward
- * or the backward) that has[r], TFLOP/s per N column from t[r][col] ms (< 0: OOM) and flops_per_n * N FLOPs. */
+ * or the backward) that has[r], TFLOP/s per N column (N = 512..n_last) from t[r][col] ms (< 0: OOM) and
+ * flops_per_n * N FLOPs. */
 void print_bench_table(Family f, long D, double flops_per_n, const int *ids, int rows, const double (*t)[BENCH_COLS],
-                       const int *have);
+                       const int *have, long n_last);
 
 // --- compute-sanitizer's shapes ----------------------------------------------------------------------
 
