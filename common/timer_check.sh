@@ -6,7 +6,8 @@
 # while the host works: the old way), each twice without FA_PLANT_HOST_DELAY_US (the two give the run-to-run spread)
 # and once with it at 50 (a launcher that spends 50 us on the host before launching). With the default timer the
 # planted delay must not move a time beyond the spread (exit 1 if it does); with the idle GPU it shows. Each time is a
-# step's own median of --repeat samples, read from its --csv.
+# step's own median of --repeat samples, read from its --csv; the forward, backward and FP8 rows are --bench runs
+# (no float64 reference to compute: a row's six runs take seconds, not minutes).
 set -u
 ./step05 --help >/dev/null 2>&1 || { echo "timer_check: ./step05 is missing: make step05"; exit 2; }
 csv=$(mktemp) || exit 1
@@ -39,8 +40,9 @@ row() {
 echo "the timer's check: the median of 20 samples each, one binary; a planted delay is host work inside every sample"
 printf '%-44s%-42s%-42s\n' "" "the GPU kept busy (default)" "the GPU idle (FA_TIMER=idle)"
 printf '%-44s%-14s%-14s%-14s%-14s%-14s%-14s\n' "" "no delay" "again" "50 us planted" "no delay" "again" "50 us planted"
-row "forward kernel 23, fp16 B=32 H=32 N=512 D=64" '^default$' 3 23 10 ms --dtype fp16 --kernel 23 --batch 32 --heads 32 --seq 512 --dim 64 --repeat 20
-row "backward kernel 12, fp16 B=32 H=32 N=512 D=64" '^backward$' 3 12 10 ms --backward --dtype fp16 --kernel 12 --batch 32 --heads 32 --seq 512 --dim 64 --repeat 20
+# --bench --seq 512 (B = 32, H = 2048/D, N = 512): no float64 reference to compute between the timings
+row "forward kernel 23, fp16 B=32 H=32 N=512 D=64" '^bench$' 3 23 10 ms --bench --seq 512 --dim 64 --dtype fp16 --kernel 23 --repeat 20
+row "backward kernel 12, fp16 B=32 H=32 N=512 D=64" '^bench_backward$' 3 12 10 ms --bench --backward --seq 512 --dim 64 --dtype fp16 --kernel 12 --repeat 20
 row "decode kernel 13, fp16 B=1 H=32 L=4096 D=128" '^default$' 2 13 12 us --decode --dtype fp16 --kernel 13 --batch 1 --heads 32 --seq 4096 --dim 128 --repeat 20
-row "FP8 kernel 24, B=32 H=16 N=512 D=128" '^default$' 3 24 9 ms --dtype fp8 --kernel 24 --batch 32 --heads 16 --seq 512 --dim 128 --repeat 20
+row "FP8 kernel 24, B=32 H=16 N=512 D=128" '^bench$' 3 24 9 ms --bench --seq 512 --dim 128 --dtype fp8 --kernel 24 --repeat 20
 [ $fails -eq 0 ] && echo "timer_check: every planted delay within the spread" || { echo "timer_check: $fails FAIL"; exit 1; }
