@@ -92,9 +92,10 @@ def gpu_name(name):
 
 
 def source(name, what="the run"):
-    """One line naming where a figure comes from: the machine and the command (the date and commit are in the file)."""
+    """One line naming where a figure comes from: the machine and the command (the date, commit and driver are in the
+    file)."""
     meta, _ = meta_and_lines(name)
-    m = meta.get("machine")
+    m = meta.get("machine", "").split(" (driver")[0]
     c = meta.get("command")
     if not m or not c:
         raise DataError(f"plots/gallery/{name}: no '# machine:' or '# command:' line (write it with plots/record.sh)")

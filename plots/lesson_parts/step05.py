@@ -6,6 +6,8 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
   bench_h200_fp16.csv        ./step05 --bench --dtype fp16: every fp16 kernel at FlashAttention's shapes
   sdpa_h200_fp16.csv         plots/sdpa_reference.py: FlashAttention-2 and cuDNN at the same shapes, the same call
   bench_backward_h200_fp16.csv, sdpa_backward_h200_fp16.csv     the backward, the same way
+  bench_short_h200_fp16[_causal].csv, sdpa_short_h200_fp16[_causal].csv, and the backward's (bench_backward_short_...):
+                             N = 512..2048 (--bench --seq 2048), causal and not, kernels and SDPA in one call
   decode_h200_fp16.csv, sdpa_decode_h200_fp16.csv                decode against a KV cache
   fp8_bench_h200.csv, fp8_errors_cpu.csv                         FP8's speed (H200) and its error (CPU)
 """
@@ -13,7 +15,7 @@ import glob
 import os
 import re
 
-from lesson import ROOT, DataError, excerpt, fmt, meta_and_lines, part, rows, source, table
+from lesson import ROOT, DataError, excerpt, fmt, gpu_name, meta_and_lines, part, rows, source, table
 
 F05 = os.path.join(ROOT, "05_cuda_fused")
 
@@ -122,8 +124,47 @@ def best_vs(bench, sdpa, causal, Ns, ids=None, mode="bench"):
 
 @part("s05-vs-sdpa")
 def vs_sdpa():
-    return (best_vs(BENCH, SDPA, 0, (512, 1024, 4096, 16384)) +
+    return (best_vs(BENCH, SDPA, 0, (4096, 16384)) +
             "\n\n<sub>fp16; " + source(BENCH, "kernels") + "; " + source(SDPA, "FlashAttention-2 and cuDNN") + "</sub>")
+
+
+@part("s05-cudnn-idle")
+def cudnn_idle():
+    return fmt(tf(pick(rows(BWD_SDPA, mode="bench_backward", causal=0), kernel=-3, N=2048, D=128)))
+
+
+@part("s05-cudnn-busy")
+def cudnn_busy():
+    return fmt(tf(pick(rows("sdpa_backward_short_h200_fp16.csv", mode="bench_backward", causal=0), kernel=-3, N=2048, D=128)))
+
+
+@part("s05-short")
+def short_vs():
+    """The short sequences (N = 512..2048), forward and backward, causal and not: the best kernel against cuDNN, from
+    one call's runs."""
+    cols = [("", "bench"), ("", "bench"), ("_backward", "bench_backward"), ("_backward", "bench_backward")]
+    names = []
+    body = {(D, N): [f"D = {D}", f"{N}"] for D in (64, 128) for N in (512, 1024, 2048)}
+    for x, (kind, mode) in enumerate(cols):
+        causal = x % 2
+        bench, sdpa = (f"{w}{kind}_short_h200_fp16{'_causal' if causal else ''}.csv" for w in ("bench", "sdpa"))
+        names += [bench, sdpa]
+        for (D, N), row in body.items():
+            rs = [r for r in rows(bench, mode=mode, causal=causal, N=N, D=D) if int(r["kernel"]) > 0]
+            if not rs:
+                raise DataError(f"{bench}: no kernel at N = {N}, D = {D}")
+            b = max(rs, key=tf)
+            cud = tf(pick(rows(sdpa, mode=mode, causal=causal), kernel=-3, N=N, D=D))
+            row.append(f"{100 * tf(b) / cud:.1f}% ({tf(b):.0f} / {cud:.0f})")
+    machines = {gpu_name(n) for n in names}
+    if len(machines) != 1:
+        raise DataError(f"{', '.join(names)}: not one machine ({machines})")
+    cmds = [meta_and_lines(names[x])[0].get("command", "") for x in (0, 1, 4, 5)]
+    links = ", ".join(f"[{x + 1}](%GALLERY%/{n})" for x, n in enumerate(names))
+    return (table(["", "N", "forward", "causal", "backward", "causal"], list(body.values()),
+                  ["---", "---:", "---:", "---:", "---:", "---:"]) +
+            f"\n\n<sub>the best kernel / cuDNN, TFLOP/s, fp16, {machines.pop()}: " +
+            "; ".join(f"`{c}`" for c in cmds) + f", each also with `--causal` (runs {links})</sub>")
 
 
 # --- the backward ------------------------------------------------------------------------------------------------
@@ -147,13 +188,6 @@ def backward():
     return (table(["kernel", "name", "D = 64", "D = 128"], body, ["---:", "---", "---:", "---:"]) +
             "\n\n<sub>backward TFLOP/s (2.5x the forward's FLOPs) at N = 4096, fp16; " + source(BWD, "kernels") + "; " +
             source(BWD_SDPA, "FlashAttention-2 and cuDNN") + "</sub>")
-
-
-@part("s05-backward-vs")
-def backward_vs():
-    return (best_vs(BWD, BWD_SDPA, 0, (512, 1024, 4096, 16384), mode="bench_backward") +
-            "\n\n<sub>backward, fp16; " + source(BWD, "kernels") + "; " + source(BWD_SDPA, "FlashAttention-2 and cuDNN") +
-            "</sub>")
 
 
 # --- decode --------------------------------------------------------------------------------------------------------
