@@ -21,6 +21,7 @@ row() {
     line=$(printf '%-44s' "$label") ts=""
     for timer in busy idle; do
         for delay in 0 0 50; do
+            : >"$csv" # a run that fails leaves no time behind, not the run before's
             FA_TIMER=$timer FA_PLANT_HOST_DELAY_US=$delay ./step05 "$@" --csv "$csv" >/dev/null 2>&1
             t=$(awk -F, -v m="$mode" -v kc="$kcol" -v k="$kid" -v tc="$tcol" '$1 ~ m && $kc == k { print $tc; exit }' "$csv")
             ts="$ts ${t:-x}"
