@@ -10,6 +10,8 @@
 # (no float64 reference to compute: a row's six runs take seconds, not minutes).
 set -u
 ./step05 --help >/dev/null 2>&1 || { echo "timer_check: ./step05 is missing: make step05"; exit 2; }
+./step05 --dtype fp16 --kernel 23 --batch 1 --heads 1 --seq 64 --dim 64 --repeat 1 >/dev/null 2>&1
+[ $? -eq 77 ] && { echo "timer_check: SKIP: no CUDA device (or no CUDA in this build)"; exit 77; }
 csv=$(mktemp) || exit 1
 trap 'rm -f "$csv"' EXIT
 # row LABEL MODE-REGEX KERNEL-COLUMN KERNEL TIME-COLUMN UNIT ARGS...: one line of six times, then the verdict: with the
@@ -18,7 +20,7 @@ trap 'rm -f "$csv"' EXIT
 fails=0
 row() {
     label=$1 mode=$2 kcol=$3 kid=$4 tcol=$5 unit=$6; shift 6
-    line=$(printf '%-44s' "$label") ts=""
+    line=$(printf '%-48s' "$label") ts=""
     for timer in busy idle; do
         for delay in 0 0 50; do
             : >"$csv" # a run that fails leaves no time behind, not the run before's
@@ -39,8 +41,8 @@ row() {
     case $v in FAIL*) fails=$((fails + 1)) ;; esac
 }
 echo "the timer's check: the median of 20 samples each, one binary; a planted delay is host work inside every sample"
-printf '%-44s%-42s%-42s\n' "" "the GPU kept busy (default)" "the GPU idle (FA_TIMER=idle)"
-printf '%-44s%-14s%-14s%-14s%-14s%-14s%-14s\n' "" "no delay" "again" "50 us planted" "no delay" "again" "50 us planted"
+printf '%-48s%-42s%-42s\n' "" "the GPU kept busy (default)" "the GPU idle (FA_TIMER=idle)"
+printf '%-48s%-14s%-14s%-14s%-14s%-14s%-14s\n' "" "no delay" "again" "50 us planted" "no delay" "again" "50 us planted"
 # --bench --seq 512 (B = 32, H = 2048/D, N = 512): no float64 reference to compute between the timings
 row "forward kernel 23, fp16 B=32 H=32 N=512 D=64" '^bench$' 3 23 10 ms --bench --seq 512 --dim 64 --dtype fp16 --kernel 23 --repeat 20
 row "backward kernel 12, fp16 B=32 H=32 N=512 D=64" '^bench_backward$' 3 12 10 ms --bench --backward --seq 512 --dim 64 --dtype fp16 --kernel 12 --repeat 20
