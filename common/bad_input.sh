@@ -110,6 +110,8 @@ bad step05 "grid over 2^31-1"   --batch 1048576 --heads 1048576 --seq 64 --dim 6
 bad step05 "dim 48 unsupported for tensor cores" --dtype fp16 --dim 48
 bad step05 "bench: dim 96"               --bench --dim 96
 bad step05 "fp8 bench: dim 96"          --dtype fp8 --bench --dim 96
+bad step05 "bench: seq 1000"             --bench --seq 1000
+bad step05 "bench: seq 32768"            --backward --bench --seq 32768
 bad step05 "decode: Hq not a multiple" --decode --kv-heads 5
 bad step05 "decode: 17 new rows"   --decode --new 17
 bad step05 "decode: page 48"       --decode --page 48
