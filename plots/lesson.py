@@ -78,12 +78,22 @@ def grab(name, pattern, group=1):
     raise DataError(f"plots/gallery/{name}: no line matches {pattern!r}")
 
 
+def meta(name, key):
+    """A run's '# key: value' line (machine, date, commit, command, exit): its value; a DataError if it has none."""
+    v = meta_and_lines(name)[0].get(key)
+    if not v:
+        raise DataError(f"plots/gallery/{name}: no '# {key}:' line (write it with plots/record.sh)")
+    return v
+
+
 def machine(name):
     """The machine a run names (its '# machine:' line, a GPU with its driver)."""
-    m = meta_and_lines(name)[0].get("machine")
-    if not m:
-        raise DataError(f"plots/gallery/{name}: no '# machine:' line")
-    return m
+    return meta(name, "machine")
+
+
+def command(name):
+    """The command a run names."""
+    return meta(name, "command")
 
 
 def gpu_name(name):
@@ -92,14 +102,9 @@ def gpu_name(name):
 
 
 def source(name, what="the run"):
-    """One line naming where a figure comes from: the machine and the command (the date, commit and driver are in the
-    file)."""
-    meta, _ = meta_and_lines(name)
-    m = meta.get("machine", "").split(" (driver")[0]
-    c = meta.get("command")
-    if not m or not c:
-        raise DataError(f"plots/gallery/{name}: no '# machine:' or '# command:' line (write it with plots/record.sh)")
-    return f"{what}: {m}, `{c}` ([{name}](%GALLERY%/{name}))"
+    """One line naming where a figure comes from: the GPU or CPU and the command (the date, commit and driver are in
+    the file)."""
+    return f"{what}: {gpu_name(name)}, `{command(name)}` ([{name}](%GALLERY%/{name}))"
 
 
 def excerpt(name, pick, caption=True):

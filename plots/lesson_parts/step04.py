@@ -7,7 +7,7 @@ runs in plots/gallery/ (python3 plots/lesson.py --check / --write).
   step04_cpu_fp16.txt   ./step04 --dtype fp16    fp16 inputs, fp32 state: the 2x-naive rule
 Every part reads whatever its file holds: a rerun rewrites the figures, never the prose's shape."""
 
-from lesson import DataError, excerpt, grab, meta_and_lines, part
+from lesson import command, excerpt, grab, machine, part
 
 RUN, FP16 = "step04_cpu.txt", "step04_cpu_fp16.txt"
 
@@ -73,9 +73,7 @@ def verification_table():
 @part("s04-fp16-source")
 def fp16_source():
     """The fp16 run, named: its figures are quoted inline."""
-    m = meta_and_lines(FP16)[0]
-    if not m.get("machine") or not m.get("command"):
-        raise DataError(f"plots/gallery/{FP16}: no identity lines")
+    machine(FP16), command(FP16)  # its identity lines, or a DataError
     return f"[{FP16}](%GALLERY%/{FP16})"
 
 

@@ -15,7 +15,7 @@ import glob
 import os
 import re
 
-from lesson import ROOT, DataError, excerpt, fmt, gpu_name, meta_and_lines, part, rows, source, table
+from lesson import ROOT, DataError, command, excerpt, fmt, gpu_name, meta_and_lines, part, rows, source, table
 
 F05 = os.path.join(ROOT, "05_cuda_fused")
 
@@ -155,15 +155,16 @@ def short_vs():
                 raise DataError(f"{bench}: no kernel at N = {N}, D = {D}")
             b = max(rs, key=tf)
             cud = tf(pick(rows(sdpa, mode=mode, causal=causal), kernel=-3, N=N, D=D))
-            row.append(f"{100 * tf(b) / cud:.1f}% ({tf(b):.0f} / {cud:.0f})")
+            r = 100 * tf(b) / cud
+            row.append(f"{'**' if r < 100 else ''}{r:.1f}%{'**' if r < 100 else ''} ({tf(b):.0f} / {cud:.0f})")  # bold: cuDNN ahead
     machines = {gpu_name(n) for n in names}
     if len(machines) != 1:
         raise DataError(f"{', '.join(names)}: not one machine ({machines})")
-    cmds = [meta_and_lines(names[x])[0].get("command", "") for x in (0, 1, 4, 5)]
+    cmds = [command(names[x]) for x in (0, 1, 4, 5)]
     links = ", ".join(f"[{x + 1}](%GALLERY%/{n})" for x, n in enumerate(names))
     return (table(["", "N", "forward", "causal", "backward", "causal"], list(body.values()),
                   ["---", "---:", "---:", "---:", "---:", "---:"]) +
-            f"\n\n<sub>the best kernel / cuDNN, TFLOP/s, fp16, {machines.pop()}: " +
+            f"\n\n<sub>the best kernel / cuDNN, TFLOP/s, fp16, in bold where cuDNN is ahead; {machines.pop()}: " +
             "; ".join(f"`{c}`" for c in cmds) + f", each also with `--causal` (runs {links})</sub>")
 
 

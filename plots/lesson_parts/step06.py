@@ -13,7 +13,7 @@ the CPU), train_gpu_big_h200.csv and train_gpu_big_h200_16G.csv (--big, and unde
 Every part reads whatever its file holds: a rerun rewrites the figures, never the prose's shape."""
 import re
 
-from lesson import DataError, excerpt, fmt, gpu_name, grab, machine, meta_and_lines, part, rows, source, table
+from lesson import DataError, command, excerpt, fmt, gpu_name, grab, machine, meta, meta_and_lines, part, rows, source, table
 
 MASK = "step06_cpu.txt"
 CHECK = "step06_check_cpu.txt"
@@ -45,13 +45,6 @@ def excerpt_where(name, keep, caption=True):
             gap = True
     text = "```\n" + "\n".join(out) + "\n```"
     return text + ("\n\n<sub>" + source(name) + "</sub>" if caption else "")
-
-
-def command(name):
-    c = meta_and_lines(name)[0].get("command")
-    if not c:
-        raise DataError(f"plots/gallery/{name}: no '# command:' line")
-    return c
 
 
 def curves(name):
@@ -388,10 +381,9 @@ def record_cpu_timings():
     """The wall-clock figures of the recorded CPU runs, one line each."""
     lines = []
     for name in (TRAIN, OVERFLOW):
-        meta = meta_and_lines(name)[0]
         what = grab(name, r"^(\d+ steps of \d+ runs in \S+ s)")
-        lines.append(f"- `{meta.get('command')}`: {what} ({meta.get('machine')}, {meta.get('date')}, "
-                     f"commit {meta.get('commit')}; [{name}](%GALLERY%/{name}))")
+        lines.append(f"- `{command(name)}`: {what} ({machine(name)}, {meta(name, 'date')}, "
+                     f"commit {meta(name, 'commit')}; [{name}](%GALLERY%/{name}))")
     return "\n".join(lines)
 
 
@@ -422,8 +414,7 @@ def record_big_full():
 
 @part("s06r-check-cpu")
 def record_check_cpu():
-    meta = meta_and_lines(CHECK)[0]
     closing = grab(CHECK, r"^(step06: \d+ passed, \d+ failed, \d+ skipped)")
-    return (f"`{meta.get('command')}` on {meta.get('machine')} ({meta.get('date')}, commit {meta.get('commit')}): "
+    return (f"`{command(CHECK)}` on {machine(CHECK)} ({meta(CHECK, 'date')}, commit {meta(CHECK, 'commit')}): "
             f"`{closing}` "
             f"([{CHECK}](%GALLERY%/{CHECK}), every line)")

@@ -12,7 +12,7 @@ in plots/gallery/ (each written by plots/record.sh):
 import os
 import re
 
-from lesson import DataError, GALLERY, excerpt, fmt, grab, meta_and_lines, part, rows, source, table
+from lesson import DataError, GALLERY, command, excerpt, fmt, grab, meta_and_lines, part, rows, source, table
 
 CPU = "step07_cpu.txt"
 GRADE = "step07_grade_numpy.txt"
@@ -125,7 +125,7 @@ def s07_trace():
             r = rs[t]
             row += [fmt(r["max_s"], 2), g(r["max_p"]), g(r["l"]), g(r["max_o"])]
         body.append(row)
-    caption = "<sub>" + source(runs[0][0], "fp16") + "; fp32: `" + meta_and_lines(runs[1][0])[0].get("command", "?") + \
+    caption = "<sub>" + source(runs[0][0], "fp16") + "; fp32: `" + command(runs[1][0]) + \
         f"` ([{runs[1][0]}](%GALLERY%/{runs[1][0]}))</sub>"
     return table(head, body, ["---:"] * len(head)) + "\n\n" + caption
 
