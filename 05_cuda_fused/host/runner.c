@@ -273,6 +273,13 @@ int sanitize_end(int ran, const char *fmt, ...)
 long ref_stride(long N) { return N <= 2048 ? 1 : 61; }
 
 #ifdef HAVE_CUDA
+/* p's host Q, K, V rounded to its dtype and copied into its device buffers. */
+static void upload_inputs(Problem *p)
+{
+    round_to_dtype(p->q, p->n, p->dtype), round_to_dtype(p->k, p->n, p->dtype), round_to_dtype(p->v, p->n, p->dtype);
+    dupload_into(p->Q, p->q, p->n, p->dtype), dupload_into(p->K, p->k, p->n, p->dtype), dupload_into(p->V, p->v, p->n, p->dtype);
+}
+
 void problem_make(Problem *p, long B, long H, long N, long D, int dtype, int causal, uint64_t seed, const Opts *o)
 {
     memset(p, 0, sizeof *p);
@@ -285,16 +292,16 @@ void problem_make(Problem *p, long B, long H, long N, long D, int dtype, int cau
         p->q = xmalloc(p->n * 4, "Q"), p->k = xmalloc(p->n * 4, "K"), p->v = xmalloc(p->n * 4, "V");
         make_qkv(p->q, p->k, p->v, p->n, seed);
     }
-    round_to_dtype(p->q, p->n, dtype), round_to_dtype(p->k, p->n, dtype), round_to_dtype(p->v, p->n, dtype);
-    p->Q = dupload(p->q, p->n, dtype, "Q"), p->K = dupload(p->k, p->n, dtype, "K"), p->V = dupload(p->v, p->n, dtype, "V");
-    p->O = dmalloc(p->n * dtype_size(dtype), "O");
+    const size_t bytes = p->n * dtype_size(dtype);
+    p->Q = dmalloc(bytes, "Q"), p->K = dmalloc(bytes, "K"), p->V = dmalloc(bytes, "V");
+    upload_inputs(p);
+    p->O = dmalloc(bytes, "O");
 }
 
 void problem_new_inputs(Problem *p, uint64_t seed)
 {
     make_qkv(p->q, p->k, p->v, p->n, seed);
-    round_to_dtype(p->q, p->n, p->dtype), round_to_dtype(p->k, p->n, p->dtype), round_to_dtype(p->v, p->n, p->dtype);
-    dupload_into(p->Q, p->q, p->n, p->dtype), dupload_into(p->K, p->k, p->n, p->dtype), dupload_into(p->V, p->v, p->n, p->dtype);
+    upload_inputs(p);
 }
 
 void problem_add_backward(Problem *p, uint64_t seed, float *dout)
