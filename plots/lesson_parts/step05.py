@@ -10,12 +10,13 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
                              N = 512..2048 (--bench --seq 2048), causal and not, kernels and SDPA in one call
   decode_h200_fp16.csv, sdpa_decode_h200_fp16.csv                decode against a KV cache
   fp8_bench_h200.csv, fp8_errors_cpu.csv                         FP8's speed (H200) and its error (CPU)
+  timer_h200.txt             sh common/timer_check.sh: what a planted host delay moves, the GPU busy and idle
 """
 import glob
 import os
 import re
 
-from lesson import ROOT, DataError, command, excerpt, fmt, gpu_name, meta_and_lines, part, rows, source, table
+from lesson import ROOT, DataError, command, excerpt, fmt, gpu_name, meta, meta_and_lines, part, rows, source, table
 
 F05 = os.path.join(ROOT, "05_cuda_fused")
 
@@ -136,6 +137,29 @@ def cudnn_idle():
 @part("s05-cudnn-busy")
 def cudnn_busy():
     return fmt(tf(pick(rows("sdpa_backward_short_h200_fp16.csv", mode="bench_backward", causal=0), kernel=-3, N=2048, D=128)))
+
+
+TIMER = "timer_h200.txt"
+
+
+def timer_moves(which):
+    """The moves the planted delay made in timer_h200.txt's rows, busy or idle, in percent."""
+    pat = r"busy: the planted delay moved it ([-+][0-9.]+)%" if which == "busy" else r"idle: ([-+][0-9.]+)%"
+    moves = [float(m.group(1)) for line in meta_and_lines(TIMER)[1] for m in [re.search(pat, line)] if m]
+    if len(moves) != 4 or meta(TIMER, "exit") != "0":
+        raise DataError(f"plots/gallery/{TIMER}: expected four rows and exit 0, found {len(moves)} rows, exit {meta(TIMER, 'exit')}")
+    return moves
+
+
+@part("s05-timer-busy")
+def timer_busy():
+    return fmt(max(abs(m) for m in timer_moves("busy")), 2)
+
+
+@part("s05-timer-idle")
+def timer_idle():
+    moves = timer_moves("idle")
+    return f"{min(moves):.0f} to {max(moves):.0f}"
 
 
 @part("s05-short")
