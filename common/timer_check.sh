@@ -33,6 +33,7 @@ row() {
     done
     echo "$line"
     v=$(echo "$ts" | awk '{ if (NF != 6 || $0 ~ /x/) { print "FAIL not every run gave a time"; exit }
+        for (i = 1; i <= 6; i++) if (!($i + 0 > 0 && $i + 0 < 1e30)) { print "FAIL a run gave a time that is not a positive number: " $i; exit }
         a = ($1 + $2) / 2; s = ($1 > $2 ? $1 - $2 : $2 - $1) / a; m = ($3 - a) / a; mi = ($6 - ($4 + $5) / 2) / (($4 + $5) / 2)
         lim = (2 * s > 0.01 ? 2 * s : 0.01); am = (m < 0 ? -m : m)
         printf "%s busy: the planted delay moved it %+.2f%% (spread %.2f%%, limit %.2f%%); idle: %+.2f%%\n",
