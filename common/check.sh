@@ -24,6 +24,10 @@ echo "== bad input (each must exit 2 with one line on stderr)"
 sh common/bad_input.sh >"$log" 2>&1
 cat "$log"
 pass=$((pass + $(grep -c '^PASS ' "$log"))); fail=$((fail + $(grep -c '^FAIL ' "$log")))
+echo "== the timer's check (common/timer_check.sh against a stand-in ./step05: it must pass a steady timer and fail a broken one)"
+sh common/timer_check_test.sh >"$log" 2>&1
+cat "$log"
+pass=$((pass + $(grep -c '^PASS ' "$log"))); fail=$((fail + $(grep -c '^FAIL ' "$log")))
 echo "== the kernel ladder (make idea: every kernel extends the kernel its registry entry names, and shows code of its own)"
 sh 05_cuda_fused/host/idea.sh --check >"$log" 2>&1
 cat "$log"
