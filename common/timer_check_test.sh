@@ -32,8 +32,7 @@ for case in steady leak nan missing; do
     out=$(cd "$dir" && CASE=$case sh "$check" 2>&1)
     rc=$?
     p=$(echo "$out" | grep -c '^    PASS') f=$(echo "$out" | grep -c '^    FAIL')
-    if [ "$case" = steady ]; then want="exit 0, 4 rows PASS"; [ $rc -eq 0 ] && [ "$p" -eq 4 ] && [ "$f" -eq 0 ]
-    else want="exit 1, 4 rows FAIL"; [ $rc -eq 1 ] && [ "$f" -eq 4 ] && [ "$p" -eq 0 ]; fi
-    [ $? -eq 0 ] && verdict=PASS || verdict=FAIL
-    echo "$verdict timer_check/$case: $want (got exit $rc, $p PASS, $f FAIL rows)"
+    [ "$case" = steady ] && want="0 4 0" || want="1 0 4"      # exit code, PASS rows, FAIL rows
+    [ "$rc $p $f" = "$want" ] && verdict=PASS || verdict=FAIL
+    echo "$verdict timer_check/$case: want exit, PASS rows, FAIL rows = $want; got $rc $p $f"
 done
