@@ -41,13 +41,19 @@ int bwd_convert_dq(const float *dq_acc, void *dq, size_t n, float scale, int dty
  * has the same layout). Inside a block, row r's 16-byte chunks are swizzled,
  * chunk c at c ^ (r % 8) (the TMA's 128-byte swizzle, on 256-byte rows), so
  * that the consumers' float2 stores of an accumulator fragment (8 rows x 4
- * lanes of a warp) take 2 passes through the banks and not 8. The offset in
- * floats of element (r, c) of the block. */
-__host__ __device__ __forceinline__ int bwd_dq_tiled_off(int r, int c) { return r * 64 + (((c / 4) ^ (r % 8)) * 4) + c % 4; }
+ * lanes of a warp) take 4 passes through the banks and not 8 (Nsight Compute
+ * counts the 4). Backward kernel 14's layout (DQ_SWZ_HALF) puts chunk c at
+ * c ^ 2 (r % 4) and takes 2, the fewest (bwd14_dq_banks.cu works it through).
+ * The offset in floats of element (r, c) of the block. */
+enum { DQ_SWZ_ROW8 = 0, DQ_SWZ_HALF = 1 };
+template <int SWZ = DQ_SWZ_ROW8> __host__ __device__ __forceinline__ int bwd_dq_tiled_off(int r, int c)
+{
+    return r * 64 + (((c / 4) ^ (SWZ == DQ_SWZ_ROW8 ? r % 8 : 2 * (r % 4))) * 4) + c % 4;
+}
 
-/* dq (dtype, [BH, N, D]) = dq_acc (tiled as above, [BH, Npad, D] floats) * scale. */
+/* dq (dtype, [BH, N, D]) = dq_acc (tiled as above, swizzled as swz says, [BH, Npad, D] floats) * scale. */
 int bwd_convert_dq_tiled(const float *dq_acc, void *dq, long BH, long N, long Npad, long D, float scale, int dtype,
-                         cudaStream_t s);
+                         cudaStream_t s, int swz = DQ_SWZ_ROW8);
 
 /* p[0] += a, p[1] += b in global memory, without reading the result back
  * (RED, not ATOM). sm_90 has one instruction for the pair (8-byte aligned p);

@@ -104,7 +104,8 @@
  */
 
 /* The block's tiles and shared memory, per head dim D; the policy adds shared memory for dQ's way out (kernels 6,
- * 10: P::DQ_SMEM) and for the persistent kernels' ring of items (kernel 11: P::ITEM_SMEM). */
+ * 10: P::DQ_SMEM), for dK and dV's (kernel 13: P::DKV_SMEM<D>) and for the persistent kernels' ring of items (kernel
+ * 11: P::ITEM_SMEM). */
 template <int D_, class P> struct BwdWg {
     static constexpr int D = D_;
     static constexpr int NWG = 2, BC = 64 * NWG;          // consumer warpgroups, 64 keys each
@@ -121,7 +122,8 @@ template <int D_, class P> struct BwdWg {
     static constexpr int OFF_DS = OFF_Q + 2 * STAGES * ROW_TILE;                // ds^T buffer b at OFF_DS + b DS_TILE
     static constexpr int OFF_VEC = OFF_DS + 2 * DS_TILE;                        // stage s's L_i at OFF_VEC + 2 s VEC, Delta_i after it
     static constexpr int OFF_DQ = OFF_VEC + 2 * 2 * VEC;                        // kernels 6, 10: dQ's part on its way out
-    static constexpr int OFF_BAR = OFF_DQ + P::DQ_SMEM;                         // kv_full, full[STAGES], empty[STAGES]
+    static constexpr int OFF_DKV = OFF_DQ + P::DQ_SMEM;                         // kernel 13: dK's way out
+    static constexpr int OFF_BAR = OFF_DKV + P::template DKV_SMEM<D_>;          // kv_full, full[STAGES], empty[STAGES]
     /* then kernel 11's mbarriers and tickets (P::ITEM_SMEM) */
     static constexpr size_t bytes = OFF_BAR + 8 * (1 + 2 * STAGES) + P::ITEM_SMEM + 1024;   /* + alignment */
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
@@ -142,6 +144,7 @@ template <int D_, typename T_, class P_> struct BwdWgArgs {
     float scale_log2, scale;
     const CUtensorMap *tm_k, *tm_v, *tm_q, *tm_do;
     unsigned items, slot;                         // kernel 11: B H kv_tiles, and this launch's ticket counter
+    const CUtensorMap *tm_dk, *tm_dv;             // kernel 13: dK, dV in boxes of 64 keys
     uint32_t base;                                // shared memory, 1024-aligned, as an address ...
     unsigned char *base_ptr;                      // ... and as a pointer
     uint32_t kv_full, full, empty;                // the mbarriers: K_j, V_j landed; stage s full; stage s free
@@ -191,6 +194,8 @@ template <class A> __device__ __forceinline__ void bwd_wg_scores(float *acc, uin
 struct B5Policy {
     static constexpr int DQ_SMEM = 0;             /* shared memory for dQ's part on its way out: none, it leaves from registers */
     static constexpr int DQ_PART = 0;             /* floats of it per consumer warpgroup */
+    template <int D> static constexpr int DKV_SMEM = 0;   /* shared memory for dK's way out: none, from registers */
+    static constexpr bool DKV_MAPS = false;       /* dK and dV as tensor maps: not needed */
     static constexpr int ITEM_SMEM = 0;           /* shared memory for a ring of items: none, one item a block */
     static constexpr bool ITEM_LOOP = false;      /* the consumers' walk runs once: the block's one item */
 
@@ -353,7 +358,9 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
           const __grid_constant__ CUtensorMap tm_v,
           const __grid_constant__ CUtensorMap tm_q,   // Q, dO: boxes of BR queries
           const __grid_constant__ CUtensorMap tm_do,
-          unsigned items, unsigned slot)              // kernel 11: B H kv_tiles, and this launch's ticket counter
+          unsigned items, unsigned slot,              // kernel 11: B H kv_tiles, and this launch's ticket counter
+          const __grid_constant__ CUtensorMap tm_dk,  // kernel 13: dK, dV, boxes of 64 keys
+          const __grid_constant__ CUtensorMap tm_dv)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = BwdWg<D, P>;
@@ -368,7 +375,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
     unsigned char *base_ptr = smem_raw + (base - raw_addr);     // the same, for the threads' own loads and stores
     const uint32_t kv_full = base + C::OFF_BAR, full = kv_full + 8, empty = full + 8 * STAGES;
     const BwdWgArgs<D, T, P> a = {lse2, delta, dq_acc, dK, dV, N, Npad, kv_tiles, causal, scale_log2, scale,
-                                  &tm_k, &tm_v, &tm_q, &tm_do, items, slot, base, base_ptr, kv_full, full, empty};
+                                  &tm_k, &tm_v, &tm_q, &tm_do, items, slot, &tm_dk, &tm_dv, base, base_ptr, kv_full, full, empty};
 
     /* Head by head, causal or not (the head's K/V tiles in order, tile 0, the
      * longest when causal, first): the blocks running together share their
@@ -553,15 +560,19 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
 
         float dq_end[32];                             // kernel 12: the walk's last dQ part (end_walk)
         P::end_walk(a, w, it, dq_end);
-        T *dKh = dK + bh * N * D, *dVh = dV + bh * N * D;
+        if constexpr (requires { P::store_dkdv(a, w, dk, dv); }) {
+            P::store_dkdv(a, w, dk, dv);              // kernel 13: through shared memory, by the copy engine
+        } else {
+            T *dKh = dK + bh * N * D, *dVh = dV + bh * N * D;
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const long key = key0 + 8 * h;
-            if (key < N) {
+            for (int h = 0; h < 2; h++) {
+                const long key = key0 + 8 * h;
+                if (key < N) {
 #pragma unroll
-                for (int n = 0; n < D / 8; n++) {            // dK_j, dV_j written once
-                    *reinterpret_cast<uint32_t *>(dKh + key * D + 8 * n + 2 * t) = pack2<T>(dk[4 * n + 2 * h] * scale, dk[4 * n + 2 * h + 1] * scale);
-                    *reinterpret_cast<uint32_t *>(dVh + key * D + 8 * n + 2 * t) = pack2<T>(dv[4 * n + 2 * h], dv[4 * n + 2 * h + 1]);
+                    for (int n = 0; n < D / 8; n++) {            // dK_j, dV_j written once
+                        *reinterpret_cast<uint32_t *>(dKh + key * D + 8 * n + 2 * t) = pack2<T>(dk[4 * n + 2 * h] * scale, dk[4 * n + 2 * h + 1] * scale);
+                        *reinterpret_cast<uint32_t *>(dVh + key * D + 8 * n + 2 * t) = pack2<T>(dv[4 * n + 2 * h], dv[4 * n + 2 * h + 1]);
+                    }
                 }
             }
         }
@@ -569,7 +580,8 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
     } while (P::ITEM_LOOP);
 #else
     (void)lse2, (void)delta, (void)dq_acc, (void)dK, (void)dV, (void)N, (void)Npad, (void)kv_tiles, (void)causal;
-    (void)scale_log2, (void)scale, (void)tm_k, (void)tm_v, (void)tm_q, (void)tm_do, (void)items, (void)slot;
+    (void)scale_log2, (void)scale, (void)tm_k, (void)tm_v, (void)tm_q, (void)tm_do, (void)items, (void)slot, (void)tm_dk;
+    (void)tm_dv;
 #endif
 }
 
@@ -591,9 +603,10 @@ static int wg_launch_dt(int id, const void *q, const void *k, const void *v, con
     using C = BwdWg<D, P>;
     char who[32];
     snprintf(who, sizeof who, "backward kernel %d", id);
-    static KvMaps kv, qo;                         // K, V in boxes of BC rows; Q (.k), dO (.v) in boxes of BR (tma_map.cuh)
+    static KvMaps kv, qo, kvo;                    // K, V in boxes of BC rows; Q (.k), dO (.v) in boxes of BR (tma_map.cuh)
     if (kv.get(k, v, B * H, N, D, C::BC, dtype, who) || qo.get(q, dout, B * H, N, D, C::BR, dtype, who))
         return -1;
+    if (P::DKV_MAPS && kvo.get(dk, dv, B * H, N, D, 64, dtype, who)) return -1;   // kernel 13: dK (.k), dV (.v), 64 keys a box
     auto kernel = bwd_wgmma<D, T, P>;
     if (smem_opt_in(kernel, C::bytes, "backward kernel", id, D)) return -1;
     const long Npad = bwd_wgmma_npad(N), BH = B * H;
@@ -608,7 +621,7 @@ static int wg_launch_dt(int id, const void *q, const void *k, const void *v, con
     if (grid < 0) return -1;
     kernel<<<(unsigned)grid, C::THREADS, C::bytes, s>>>(lse2, delta, dq_acc, (T *)dk, (T *)dv, N, Npad, kv_tiles, causal,
                                                          scale_log2, scale, kv.k, kv.v, qo.k, qo.v, (unsigned)items,
-                                                         P::slot());
+                                                         P::slot(), kvo.k, kvo.v);
     CUDA_CHECK_LAST();
     P::launched(items, grid);
     return P::convert_dq(dq_acc, dq, BH, N, Npad, D, scale, dtype, s);

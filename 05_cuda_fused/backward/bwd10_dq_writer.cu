@@ -32,6 +32,7 @@
 
 /* Warpgroup wg's dQ part into shared memory in the accumulator's tiled layout, once its writer warp has sent the last
  * one (named barrier 6 + wg), then handed to it (4 + wg). Row 16 wiw + g + 8 h, column 8 n + 2 t. */
+template <int SWZ = DQ_SWZ_ROW8>
 __device__ __forceinline__ void bwd_put_dq(float *dq_s, const float *dq, int wg, int wiw, int g, int t)
 {
     asm volatile("bar.sync %0, 160;\n" ::"r"(6 + wg) : "memory");   // the buffer is free
@@ -39,7 +40,7 @@ __device__ __forceinline__ void bwd_put_dq(float *dq_s, const float *dq, int wg,
     for (int h = 0; h < 2; h++)
 #pragma unroll
         for (int n = 0; n < 8; n++)
-            *reinterpret_cast<float2 *>(dq_s + bwd_dq_tiled_off(16 * wiw + g + 8 * h, 8 * n + 2 * t)) =
+            *reinterpret_cast<float2 *>(dq_s + bwd_dq_tiled_off<SWZ>(16 * wiw + g + 8 * h, 8 * n + 2 * t)) =
                 make_float2(dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
     fence_proxy_async();                          // the stores, read next by the copy engine
     asm volatile("bar.arrive %0, 160;\n" ::"r"(4 + wg) : "memory");  // the part is in
@@ -56,28 +57,33 @@ struct B10Policy : B8Policy {
     template <class A> static __device__ __forceinline__ void other_warps(const A &a, long bh, long i_begin)
     {
         using C = typename A::C;
-        constexpr int BR = C::BR, QB = BR / 64, DB = A::D / 64;
-        const long N = a.N, Npad = a.Npad;
-        float *dq_acc = a.dq_acc;
         if (threadIdx.x / 32 >= 2) {
             const int w = threadIdx.x / 32 - 2, lane = threadIdx.x % 32;
             const uint32_t buf = a.base + C::OFF_DQ + w * 64 * 64 * 4;
-            auto send = [&](long bh, long i_begin) {
-                asm volatile("bar.arrive %0, 160;\n" ::"r"(6 + w) : "memory");     // the buffer starts free
-                for (long i0 = i_begin; i0 < N; i0 += BR) {
-                    asm volatile("bar.sync %0, 160;\n" ::"r"(4 + w) : "memory");   // the part is in
-                    if (lane == 0) {
-                        const long blk = (bh * (Npad / 64) + i0 / 64 + (QB == 2 ? w : 0)) * DB + (DB == 2 ? w : 0);
-                        bulk_reduce_add_f32(dq_acc + blk * 4096, buf, 64 * 64 * 4);   // dQ_i += part, 16 KB in one piece
-                        bulk_commit();
-                        bulk_wait_read();                                              // the engine has read the buffer
-                    }
-                    __syncwarp();
-                    if (i0 + BR < N) asm volatile("bar.arrive %0, 160;\n" ::"r"(6 + w) : "memory");   // free for the next part
-                }
-            };
+            auto send = [&](long bh, long i_begin) { send_walk(a, w, lane, buf, bh, i_begin); };
             A::P::each_item(a, send, bh, i_begin);
             if (lane == 0) bulk_wait_all();      // the sums done before the block ends
+        }
+    }
+    /* Writer warp 2 + w: the parts of one walk (head bh, row tiles from i_begin), each sent once it is in. The buffer
+     * is free at the walk's start and after each part but the last (the next walk's start frees that one). */
+    template <class A>
+    static __device__ __forceinline__ void send_walk(const A &a, int w, int lane, uint32_t buf, long bh, long i_begin)
+    {
+        constexpr int BR = A::C::BR, QB = BR / 64, DB = A::D / 64;
+        const long N = a.N, Npad = a.Npad;
+        float *dq_acc = a.dq_acc;
+        asm volatile("bar.arrive %0, 160;\n" ::"r"(6 + w) : "memory");     // the buffer starts free
+        for (long i0 = i_begin; i0 < N; i0 += BR) {
+            asm volatile("bar.sync %0, 160;\n" ::"r"(4 + w) : "memory");   // the part is in
+            if (lane == 0) {
+                const long blk = (bh * (Npad / 64) + i0 / 64 + (QB == 2 ? w : 0)) * DB + (DB == 2 ? w : 0);
+                bulk_reduce_add_f32(dq_acc + blk * 4096, buf, 64 * 64 * 4);   // dQ_i += part, 16 KB in one piece
+                bulk_commit();
+                bulk_wait_read();                                              // the engine has read the buffer
+            }
+            __syncwarp();
+            if (i0 + BR < N) asm volatile("bar.arrive %0, 160;\n" ::"r"(6 + w) : "memory");   // free for the next part
         }
     }
     /* The part into shared memory in the accumulator's tiled layout, once the writer warp has sent the last one; the
@@ -85,7 +91,13 @@ struct B10Policy : B8Policy {
     template <class A>
     static __device__ __forceinline__ void add_dq(const A &a, const BwdWgThread &w, const BwdWgRow &rt, const float *dq)
     {
-        (void)a, (void)rt;
+        (void)rt;
+        A::P::put_dq(a, w, dq);
+    }
+    /* The part into the buffer (kernel 14: its own layout). */
+    template <class A> static __device__ __forceinline__ void put_dq(const A &a, const BwdWgThread &w, const float *dq)
+    {
+        (void)a;
         bwd_put_dq(w.dq_part, dq, w.wg, w.wiw, w.g, w.t);
     }
 

@@ -80,7 +80,7 @@ struct B12Policy : B11Policy {
          * barrier, so ds^T[(it - 1) % 2] is read before the next tile overwrites it: the double buffer's argument
          * holds.) */
         wgmma_wait<1>();
-        if (rt.i0 > w.i_begin) bwd_put_dq(w.dq_part, dq, w.wg, w.wiw, w.g, w.t);
+        if (rt.i0 > w.i_begin) A::P::put_dq(a, w, dq);
         wgmma_fence();
         bwd_wg_scores<A>(dp, w.v_w, rt.do_s);
         wgmma_commit();
@@ -105,7 +105,7 @@ struct B12Policy : B11Policy {
                                                w.qblk, w.dblk);
             wgmma_commit();
             wgmma_wait<0>();
-            bwd_put_dq(w.dq_part, dq, w.wg, w.wiw, w.g, w.t);
+            A::P::put_dq(a, w, dq);
         }
         B11Policy::end_walk(a, w, it, dq);
     }

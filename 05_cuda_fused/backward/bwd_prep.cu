@@ -133,7 +133,7 @@ __global__ void bwd_convert_kernel(const float *__restrict__ acc, T *__restrict_
  * of head blockIdx.y writes dq's four elements 4 j .. 4 j + 3 of the head's
  * [N, D], read as one float4 of their block (c % 4 = 0, so the four are one
  * chunk). */
-template <typename T, int D>
+template <typename T, int D, int SWZ>
 __global__ void bwd_convert_tiled_kernel(const float *__restrict__ acc, T *__restrict__ dq, long BH, long N, long Npad, float scale)
 {
     /* one head per grid row (blockIdx.y), so the row and column come from shifts, not 64-bit divisions by N */
@@ -145,7 +145,7 @@ __global__ void bwd_convert_tiled_kernel(const float *__restrict__ acc, T *__res
         for (long j = blockIdx.x * (long)blockDim.x + threadIdx.x; j < n4; j += (long)gridDim.x * blockDim.x) {
             const int r = (int)(j / row4), c = (int)(j % row4) * 4;   // row4 a power of two: a shift and a mask
             const float *blk = acc_h + ((long)(r / 64) * dblocks + c / 64) * 4096;
-            float4 x = *reinterpret_cast<const float4 *>(blk + bwd_dq_tiled_off(r % 64, c % 64));
+            float4 x = *reinterpret_cast<const float4 *>(blk + bwd_dq_tiled_off<SWZ>(r % 64, c % 64));
             x.x *= scale, x.y *= scale, x.z *= scale, x.w *= scale;
             bwd_store4<T>(dq_h + 4 * j, x);
         }
@@ -209,24 +209,34 @@ int bwd_convert_dq(const float *dq_acc, void *dq, size_t n, float scale, int dty
     return 0;
 }
 
+/* The tiled conversion's instance for the dtype, D and swizzle. */
+template <int SWZ>
+static void launch_convert_tiled(const float *dq_acc, void *dq, long BH, long N, long Npad, long D, float scale, int dtype,
+                                 dim3 grid, cudaStream_t s)
+{
+    if (dtype == DT_FP16 && D == 64) bwd_convert_tiled_kernel<__half, 64, SWZ><<<grid, 256, 0, s>>>(dq_acc, (__half *)dq, BH, N, Npad, scale);
+    else if (dtype == DT_FP16) bwd_convert_tiled_kernel<__half, 128, SWZ><<<grid, 256, 0, s>>>(dq_acc, (__half *)dq, BH, N, Npad, scale);
+    else if (D == 64) bwd_convert_tiled_kernel<__nv_bfloat16, 64, SWZ><<<grid, 256, 0, s>>>(dq_acc, (__nv_bfloat16 *)dq, BH, N, Npad, scale);
+    else bwd_convert_tiled_kernel<__nv_bfloat16, 128, SWZ><<<grid, 256, 0, s>>>(dq_acc, (__nv_bfloat16 *)dq, BH, N, Npad, scale);
+}
+
 int bwd_convert_dq_tiled(const float *dq_acc, void *dq, long BH, long N, long Npad, long D, float scale, int dtype,
-                         cudaStream_t s)
+                         cudaStream_t s, int swz)
 {
     if (D % 64 != 0 || Npad % 64 != 0 || Npad < N || dtype == DT_FP32) {
         fprintf(stderr, "%s: bwd_convert_dq_tiled takes fp16/bf16, D and Npad multiples of 64, not %s, D=%ld, Npad=%ld\n",
                 g_prog, dtype_name(dtype), D, Npad);
         return -1;
     }
-    if (D != 64 && D != 128) {
-        fprintf(stderr, "%s: bwd_convert_dq_tiled takes D = 64 or 128, not D=%ld\n", g_prog, D);
+    if ((D != 64 && D != 128) || (swz != DQ_SWZ_ROW8 && swz != DQ_SWZ_HALF)) {
+        fprintf(stderr, "%s: bwd_convert_dq_tiled takes D = 64 or 128 and swizzle %d or %d, not D=%ld, %d\n", g_prog,
+                DQ_SWZ_ROW8, DQ_SWZ_HALF, D, swz);
         return -1;
     }
     const size_t n4 = (size_t)N * D / 4;                                     // per head
     const dim3 grid((unsigned)(n4 / 256 + 1 < 4096 ? n4 / 256 + 1 : 4096), (unsigned)(BH < 65535 ? BH : 65535));
-    if (dtype == DT_FP16 && D == 64) bwd_convert_tiled_kernel<__half, 64><<<grid, 256, 0, s>>>(dq_acc, (__half *)dq, BH, N, Npad, scale);
-    else if (dtype == DT_FP16) bwd_convert_tiled_kernel<__half, 128><<<grid, 256, 0, s>>>(dq_acc, (__half *)dq, BH, N, Npad, scale);
-    else if (D == 64) bwd_convert_tiled_kernel<__nv_bfloat16, 64><<<grid, 256, 0, s>>>(dq_acc, (__nv_bfloat16 *)dq, BH, N, Npad, scale);
-    else bwd_convert_tiled_kernel<__nv_bfloat16, 128><<<grid, 256, 0, s>>>(dq_acc, (__nv_bfloat16 *)dq, BH, N, Npad, scale);
+    if (swz == DQ_SWZ_HALF) launch_convert_tiled<DQ_SWZ_HALF>(dq_acc, dq, BH, N, Npad, D, scale, dtype, grid, s);
+    else launch_convert_tiled<DQ_SWZ_ROW8>(dq_acc, dq, BH, N, Npad, D, scale, dtype, grid, s);
     CUDA_CHECK_LAST();
     return 0;
 }

@@ -1,0 +1,160 @@
+/*
+ * Backward kernel 13: backward kernel 12 with dK and dV sent out by the writer warps, as dQ is.
+ *
+ * Extends backward kernel 12 (bwd12_late_dq.cu). The idea: at the end of each K/V tile the consumers leave dK_j and
+ * dV_j in shared memory and go on to the next tile; the writer warp that sends their dQ parts sends dK_j and dV_j too,
+ * by the copy engine (a TMA store, cp.async.bulk.tensor). In kernels 5-12 each consumer thread stores its 64 + 64
+ * values of dK_j and dV_j itself: 64 four-byte st.global a thread, each warp-wide store writing 16 bytes in each of 8
+ * rows, so every 32-byte sector is written half at a time. Here each warp writes its 16 keys of dK and dV with 16
+ * stmatrix (four 8 x 8 blocks of 16-bit values each) into the 128-byte swizzle the tensor maps use (16-byte chunk c
+ * of row r at c ^ (r % 8): the 8 rows of a block land in 8 different chunks, so no two lanes share a bank), fences
+ * them for the copy engine and arrives on the writer's barrier; the writer warp's lane 0 issues one box per 64 columns
+ * for dK and for dV, and waits only until the engine has read them. The buffers: dV in the warpgroup's dQ-part
+ * buffer (free once the tile's last part has been read), dK in 32 KB more at D = 128 (at D = 64 dK and dV share the
+ * dQ-part buffer, 8 KB each). Keys past N are not written: the map's rows end at N (its boxes are clipped there).
+ * Why: Nsight Compute of kernel 12 at D = 128, N = 512 (H200; 8 row tiles a K/V tile): the consumers' stores of dK
+ * and dV held 7 700 of the 45 500 warp samples of the whole block (stalled on the memory pipe's queue, "lg
+ * throttle"), against 21 000 in the row tiles' code; cuDNN's main kernel beside it took 383 us to kernel 12's 422
+ * with 13% fewer instructions (RESULTS.md#bwd-13).
+ * What it costs: 32 KB more shared memory at D = 128 (231.5 KB of the 227 KB x 1024 a block may have: it just
+ * fits); per K/V tile, one more wait on the writer's barrier (the tile's last dQ part read before dV goes into its
+ * buffer) and two tensor maps more for the launch. dK and dV are the same values (--check compares them bit for bit
+ * with kernel 5's).
+ * Measured: see RESULTS.md#bwd-13.
+ */
+#ifndef RUNG
+#define RUNG 13         // this file is the one compiled: its launcher and registry entry (the end) are built
+#endif
+#include "bwd12_late_dq.cu" // the rung this one extends (.extends = 12): its body and its policy
+
+// --- the idea ----------------------------------------------------------------------
+
+/* Four 8 x 8 blocks of 16-bit values from the warp's registers to shared memory (sm_90): register i of lane 4 g + t
+ * holds block i's row g, columns 2 t and 2 t + 1 (a wgmma accumulator's layout, packed); lane l gives the address of
+ * row l % 8 of block l / 8. */
+__device__ __forceinline__ void stmatrix_x4(uint32_t row_addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3)
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(row_addr), "r"(r0), "r"(r1),
+                 "r"(r2), "r"(r3)
+                 : "memory");
+}
+/* One box of a 3-D tensor map from shared memory at src to global memory (the copy engine; rows outside the tensor
+ * are not written). Tracked in this thread's bulk groups, as bulk_reduce_add_f32. */
+__device__ __forceinline__ void tma_store_3d(const void *tmap, uint32_t src, int x, int y, int z)
+{
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                     reinterpret_cast<uint64_t>(tmap)),
+                 "r"(src), "r"(x), "r"(y), "r"(z)
+                 : "memory");
+}
+
+namespace {   // as kernel 12's policy (kernel 11's counters)
+struct B13Policy : B12Policy {
+    /* dK's buffer at D = 128: 64 keys x 128 columns of 16-bit values a consumer warpgroup (at D = 64, dK and dV fit in
+     * the warpgroup's 16 KB dQ-part buffer). */
+    template <int D> static constexpr int DKV_SMEM = D == 128 ? 2 * 64 * 128 * 2 : 0;
+    static constexpr bool DKV_MAPS = true;
+
+    /* Warpgroup w's buffers for dK_w and dV_w (64 keys x D, in boxes of 64 columns, 128-byte swizzle). */
+    template <class A> static __device__ __forceinline__ uint32_t dk_buf(const A &a, int w)
+    {
+        using C = typename A::C;
+        return A::D == 128 ? a.base + C::OFF_DKV + w * 64 * 128 * 2 : a.base + C::OFF_DQ + w * DQ_PART * 4;
+    }
+    template <class A> static __device__ __forceinline__ uint32_t dv_buf(const A &a, int w)
+    {
+        using C = typename A::C;
+        return a.base + C::OFF_DQ + w * DQ_PART * 4 + (A::D == 64 ? 64 * 64 * 2 : 0);
+    }
+
+    /* This warp's 16 keys of x (x[4 n + e], as dk in the body) times mul, as 16-bit values, into the buffer at buf:
+     * stmatrix n / 2 writes column blocks n and n + 1 (8 columns each) of rows 16 wiw .. 16 wiw + 15. */
+    template <class A>
+    static __device__ __forceinline__ void stage(uint32_t buf, const BwdWgThread &w, const float *x, float mul)
+    {
+        using T = typename A::T;
+        const int blk = w.lane / 8, row = 16 * w.wiw + (blk % 2) * 8 + w.lane % 8;
+#pragma unroll
+        for (int n = 0; n < A::D / 8; n += 2) {
+            const int cb = n + blk / 2;           // this lane's row address: column block cb
+            const uint32_t at = buf + (cb / 8) * (64 * 128) + row * 128 + (((cb % 8) ^ (row % 8)) * 16);
+            stmatrix_x4(at, pack2<T>(x[4 * n] * mul, x[4 * n + 1] * mul), pack2<T>(x[4 * n + 2] * mul, x[4 * n + 3] * mul),
+                        pack2<T>(x[4 * n + 4] * mul, x[4 * n + 5] * mul), pack2<T>(x[4 * n + 6] * mul, x[4 * n + 7] * mul));
+        }
+    }
+
+    /* The consumers, after the walk: dK_w (scaled) and dV_w into shared memory, handed to the writer warp. dK's own
+     * buffer first (D = 128; the writer read the last one a walk ago), then, once the writer has read the walk's last
+     * dQ part (named barrier 6 + wg), what goes into the dQ-part buffer. */
+    template <class A>
+    static __device__ __forceinline__ void store_dkdv(const A &a, const BwdWgThread &w, const float *dk, const float *dv)
+    {
+        if constexpr (A::D == 128) stage<A>(dk_buf(a, w.wg), w, dk, a.scale);
+        asm volatile("bar.sync %0, 160;\n" ::"r"(6 + w.wg) : "memory");   // the dQ-part buffer is free
+        if constexpr (A::D == 64) stage<A>(dk_buf(a, w.wg), w, dk, a.scale);
+        stage<A>(dv_buf(a, w.wg), w, dv, 1.0f);
+        fence_proxy_async();                      // the stores, read next by the copy engine
+        asm volatile("bar.arrive %0, 160;\n" ::"r"(4 + w.wg) : "memory");   // dK_w, dV_w are in
+    }
+
+    /* Writer warp 2 + w: walk after walk, kernel 10's dQ parts, then dK_w and dV_w of the walk (keys j0 + 64 w ..):
+     * the buffer freed after the last part (the consumers put dV there), then one box per 64 columns of each, sent
+     * once they are in; the next walk's start frees the buffer again once the engine has read them. */
+    template <class A> static __device__ __forceinline__ void other_warps(const A &a, long bh, long i_begin)
+    {
+        using C = typename A::C;
+        (void)bh, (void)i_begin;
+        if (threadIdx.x / 32 >= 2) {
+            const int w = threadIdx.x / 32 - 2, lane = threadIdx.x % 32;
+            const uint32_t buf = a.base + C::OFF_DQ + w * DQ_PART * 4;
+            for (long item = 0;; item++) {
+                long tbh, tjt;
+                if (!take_item(a, item, tbh, tjt)) break;
+                send_walk(a, w, lane, buf, tbh, first_row(a, tjt * C::BC));
+                asm volatile("bar.arrive %0, 160;\n" ::"r"(6 + w) : "memory");   // the last part is read: free
+                asm volatile("bar.sync %0, 160;\n" ::"r"(4 + w) : "memory");     // dK_w, dV_w are in
+                if (lane == 0) {
+                    const int key = (int)(tjt * C::BC + 64 * w);
+#pragma unroll
+                    for (int blk = 0; blk < A::D / 64; blk++) {
+                        tma_store_3d(a.tm_dk, dk_buf(a, w) + blk * 64 * 128, blk * 64, key, (int)tbh);
+                        tma_store_3d(a.tm_dv, dv_buf(a, w) + blk * 64 * 128, blk * 64, key, (int)tbh);
+                    }
+                    bulk_commit();
+                    bulk_wait_read();             // the engine has read them: the buffers may be written again
+                }
+                __syncwarp();
+            }
+            if (lane == 0) bulk_wait_all();       // the sums and the stores done before the block ends
+        }
+    }
+
+    static const char *desc_dq() { return "one bulk reduce-add per 64 x 64 part, and dK, dV by TMA stores, sent by 2 writer warps"; }
+};
+} // namespace
+
+// --- the launcher -------------------------------------------------------------------
+
+#if RUNG == 13
+static int b13_launch(const void *q, const void *k, const void *v, const void *o, const void *dout, const float *L,
+                      void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D, int dtype, int causal,
+                      void *stream)
+{
+    return wg_launch<B13Policy>(13, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype, causal, stream);
+}
+
+static void b13_describe(long D, int dtype, char *buf, size_t n)
+{
+    (void)dtype;
+    wg_describe<B13Policy>(D, buf, n);
+}
+
+static const BackwardKernel bwd13 = {
+    .id = 13, .extends = 12, .name = "dK, dV writer",
+    .idea = "kernel 12 with dK and dV left in shared memory and sent by the writer warps' TMA stores",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
+    .workspace = B13Policy::workspace, .launch = b13_launch, .describe = b13_describe,
+    .unavailable = wgmma_unavailable, .dkdv_as = 5, .persistent = 1,
+};
+BWD_REGISTER(bwd13);
+#endif
