@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 /* One list of one kind of kernel, kept in id order: the three lists below are this, for their three types. */
 template <typename K> struct Registry {
@@ -17,6 +18,10 @@ template <typename K> struct Registry {
     {
         if (n == MAX_KERNELS) {
             fprintf(stderr, "%s: more than %d kernels\n", what, MAX_KERNELS);
+            exit(1);
+        }
+        if (strchr(x->name, ',')) {   /* the name is a column of the --csv files, written unquoted */
+            fprintf(stderr, "%s: kernel %d's name '%s' has a comma\n", what, x->id, x->name);
             exit(1);
         }
         int i = n++;

@@ -150,7 +150,7 @@ static void b13_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const BackwardKernel bwd13 = {
-    .id = 13, .extends = 12, .name = "dK, dV writer",
+    .id = 13, .extends = 12, .name = "dK/dV writer",
     .idea = "kernel 12 with dK and dV left in shared memory and sent by the writer warps' TMA stores",
     .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
     .workspace = B13Policy::workspace, .launch = b13_launch, .describe = b13_describe,
