@@ -6,7 +6,7 @@
  * by the copy engine (a TMA store, cp.async.bulk.tensor). In kernels 5-12 each consumer thread stores its 64 + 64
  * values of dK_j and dV_j itself: 64 four-byte st.global a thread, each warp-wide store writing 16 bytes in each of 8
  * rows, so every 32-byte sector is written half at a time. Here each warp writes its 16 keys of dK and dV with 16
- * stmatrix (four 8 x 8 blocks of 16-bit values each) into the 128-byte swizzle the tensor maps use (16-byte chunk c
+ * stmatrix at D = 128, 8 at D = 64 (four 8 x 8 blocks of 16-bit values each) into the 128-byte swizzle the tensor maps use (16-byte chunk c
  * of row r at c ^ (r % 8): the 8 rows of a block land in 8 different chunks, so no two lanes share a bank), fences
  * them for the copy engine and arrives on the writer's barrier; the writer warp's lane 0 issues one box per 64 columns
  * for dK and for dV, and waits only until the engine has read them. The buffers: dV in the warpgroup's dQ-part
@@ -16,11 +16,14 @@
  * and dV held 7 700 of the 45 500 warp samples of the whole block (stalled on the memory pipe's queue, "lg
  * throttle"), against 21 000 in the row tiles' code; cuDNN's main kernel beside it took 383 us to kernel 12's 422
  * with 13% fewer instructions (RESULTS.md#bwd-13).
- * What it costs: 32 KB more shared memory at D = 128 (231.5 KB of the 227 KB x 1024 a block may have: it just
+ * What it costs: 32 KB more shared memory at D = 128 (231 512 bytes of the 232 448 a block may opt in to: it just
  * fits); per K/V tile, one more wait on the writer's barrier (the tile's last dQ part read before dV goes into its
  * buffer) and two tensor maps more for the launch. dK and dV are the same values (--check compares them bit for bit
  * with kernel 5's).
- * Measured: see RESULTS.md#bwd-13.
+ * Measured: H200, fp16, over kernel 12 in the same run, two runs in two calls: at D = 128 +12.1% at N = 512, +7.1-7.2%
+ * at 1024, +4.3-4.7% at 2048, then +0.4% to +3.1% up to 16384 (causal +11.8-12.0% at 512 to +2.9-3.1% at 16384); at
+ * D = 64 +6.9-7.6% at 512, within the spread from 8192. The backward at D = 128 passes cuDNN's up to N = 2048
+ * (105.9-106.0% at 512, 100.0% at 2048) and trails it from 4096 (95.3-99.5%). The runs: RESULTS.md#bwd-13.
  */
 #ifndef RUNG
 #define RUNG 13         // this file is the one compiled: its launcher and registry entry (the end) are built

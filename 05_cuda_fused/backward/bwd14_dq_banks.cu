@@ -4,21 +4,23 @@
  * Extends backward kernel 13 (bwd13_dkdv_writer.cu). The idea: a swizzle made for the store that uses it. Each row
  * tile, every consumer thread stores its 32 floats of dQ's part as 16 float2 (bwd_put_dq, kernel 10). Shared memory
  * serves an 8-byte store a half-warp at a time: 16 lanes, 128 bytes, one pass if the 16 land on the 16 different
- * 8-byte bank pairs. Lane 4 g + t stores row g (+ 8, + 16 wiw), columns 8 n + 2 t and + 1: in a 256-byte row those
- * are pair 4 n + t, the same 4 pairs for every row, so the rows of a half-warp (g = 0..3, or 4..7) must be told apart
- * by the swizzle alone. Kernel 10's swizzle moves 16-byte chunk c of row r to c ^ (r % 8); in pairs, 4 n + t becomes
- * 2 ((2 n + t / 2) ^ (r % 8)) + t % 2, and for g = 0..3 the low bit of r % 8 flips t / 2, which the 16 lanes already
- * cover: 8 distinct pairs, each twice, two passes a half-warp (Nsight Compute, kernel 12 at D = 128: 4 wavefronts a
- * store where 2 would do, 21.7% of all shared-memory wavefronts excess). Here chunk c goes to c ^ 2 (r % 4): the XOR
- * leaves t / 2 alone and moves n by g % 4, so the 16 lanes land on 16 pairs, one pass. The global accumulator takes
- * the same layout (the copy engine copies the buffer as it is) and the conversion reads it back so
- * (bwd_dq_tiled_off<DQ_SWZ_HALF>, bwd.cuh).
+ * 8-byte bank pairs. Lane 4 g + t stores rows 16 wiw + g and + 8, columns 8 n + 2 t and + 1: in a 256-byte row
+ * that is bank pair 4 n + t, the same 4 pairs in every row, so the 4 rows of a half-warp (g = 0..3, or 4..7) must be
+ * told apart by the swizzle alone. Kernel 10's swizzle moves 16-byte chunk c = 2 n + t / 2 of row r to c ^ (r % 8):
+ * the low bit of g lands on the bit t / 2 already varies, so the 8 combinations of g and t / 2 reach only 4 chunk
+ * positions: 8 pairs, each twice, two passes a half-warp (Nsight Compute, kernel 12 at D = 128: 4 wavefronts a store
+ * where 2 would do, at N = 512; at N = 4096, 21.7% of all its shared-memory wavefronts were such excess). Here chunk c
+ * goes to c ^ 2 (r % 4): t / 2's bit is left alone and n is moved by g % 4, so the 8 combinations reach 8 positions:
+ * 16 pairs, one pass. The global accumulator takes the same layout (the copy engine copies the buffer as it is) and
+ * the conversion reads it back so (bwd_dq_tiled_off<DQ_SWZ_HALF>, bwd.cuh).
  * Why: in kernel 12's row tile, the consumers' fence after these stores (fence.proxy.async waits for them) held 1 536
  * warp samples and the arrival after it 546, of about 21 000 in the row tiles' code (Nsight Compute, D = 128, N = 512,
  * H200): the stores take the shared-memory pipe the tensor cores read their operands through.
  * What it costs: nothing; the same stores, another address per store (the XOR's operand). dK and dV are kernel 5's
  * bit for bit; dQ is the same sums in the same order (--check).
- * Measured: see RESULTS.md#bwd-14.
+ * Measured: H200, fp16, over kernel 13 in the same run, two runs in two calls: +1.4% to +4.5% at D = 64 at every N
+ * from 512 to 16384, causal and not, where the best backward is now 108-118% of cuDNN's; at D = 128 within the spread
+ * (-0.6% to +1.4%; one run's -3.3% at N = 16384 was -0.6% in the other). The runs: RESULTS.md#bwd-14.
  */
 #ifndef RUNG
 #define RUNG 14         // this file is the one compiled: its launcher and registry entry (the end) are built

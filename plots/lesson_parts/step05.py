@@ -6,12 +6,16 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
   bench_h200_fp16.csv        ./step05 --bench --dtype fp16: every fp16 kernel at FlashAttention's shapes
   sdpa_h200_fp16.csv         plots/sdpa_reference.py: FlashAttention-2 and cuDNN at the same shapes, the same call
   bench_backward_h200_fp16.csv, sdpa_backward_h200_fp16.csv     the backward, the same way
-  bench_short_h200_fp16[_causal].csv, sdpa_short_h200_fp16[_causal].csv, and the backward's (bench_backward_short_...):
+  bench_short_h200_fp16[_causal].csv, sdpa_short_h200_fp16[_causal].csv:
                              N = 512..2048 (--bench --seq 2048), causal and not, kernels and SDPA in one call
+  bench_backward_b12_14_h200_fp16[_causal].csv, sdpa_backward_b12_14_h200_fp16[_causal].csv: backward kernels 12-14
+                             and SDPA at every N, causal and not, one call (the short table's backward columns too)
+  05_cuda_fused/*/runs/h200_ncu_*: Nsight Compute's reports beside cuDNN's (the instructions each kernel executed)
   decode_h200_fp16.csv, sdpa_decode_h200_fp16.csv                decode against a KV cache
   fp8_bench_h200.csv, fp8_errors_cpu.csv                         FP8's speed (H200) and its error (CPU)
   timer_h200.txt             sh common/timer_check.sh: what a planted host delay moves, the GPU busy and idle
 """
+import csv
 import glob
 import os
 import re
@@ -50,7 +54,7 @@ def pick(rs, **kw):
 
 @part("s05-first")
 def first():
-    return excerpt("step05_h200.txt", [r"^step05:", r"^device:", r"^  (naive|kernel)", r"^answer"])
+    return excerpt("step05_h200.txt", [r"^step05:", r"^device:", r"^  (naive|kernel)", r"^answer \(fp16\)"])
 
 
 @part("s05-kernel1-ratio")
@@ -171,7 +175,11 @@ def short_vs():
     body = {(D, N): [f"D = {D}", f"{N}"] for D in (64, 128) for N in (512, 1024, 2048)}
     for x, (kind, mode) in enumerate(cols):
         causal = x % 2
-        bench, sdpa = (f"{w}{kind}_short_h200_fp16{'_causal' if causal else ''}.csv" for w in ("bench", "sdpa"))
+        c = "_causal" if causal else ""
+        if kind:   # the backward: the run of kernels 12-14 at every N, its N <= 2048
+            bench, sdpa = f"bench{BWD_LAST}{c}.csv", f"sdpa{BWD_LAST}{c}.csv"
+        else:
+            bench, sdpa = (f"{w}_short_h200_fp16{c}.csv" for w in ("bench", "sdpa"))
         names += [bench, sdpa]
         for (D, N), row in body.items():
             rs = [r for r in rows(bench, mode=mode, causal=causal, N=N, D=D) if int(r["kernel"]) > 0]
@@ -184,23 +192,90 @@ def short_vs():
     machines = {gpu_name(n) for n in names}
     if len(machines) != 1:
         raise DataError(f"{', '.join(names)}: not one machine ({machines})")
-    cmds = [command(names[x]) for x in (0, 1, 4, 5)]
-    links = ", ".join(f"[{x + 1}](%GALLERY%/{n})" for x, n in enumerate(names))
+    cmds = [command(names[x]) for x in (0, 1)]
+    links = ", ".join(f"[{x + 1}](%GALLERY%/{n})" for x, n in enumerate(names[:4]))
     return (table(["", "N", "forward", "causal", "backward", "causal"], list(body.values()),
                   ["---", "---:", "---:", "---:", "---:", "---:"]) +
             f"\n\n<sub>the best kernel / cuDNN, TFLOP/s, fp16, in bold where cuDNN is ahead; {machines.pop()}: " +
-            "; ".join(f"`{c}`" for c in cmds) + f", each also with `--causal` (runs {links})</sub>")
+            "; ".join(f"`{c}`" for c in cmds) + f", each also with `--causal` (runs {links}); the backward: the runs of "
+            "B12-B14's table below</sub>")
 
 
 # --- the backward ------------------------------------------------------------------------------------------------
 
 BWD, BWD_SDPA = "bench_backward_h200_fp16.csv", "sdpa_backward_h200_fp16.csv"
+BWD_LAST = "_backward_b12_14_h200_fp16"     # bench..., sdpa... [_causal].csv: kernels 12-14 beside cuDNN, every N
+NS = (512, 1024, 2048, 4096, 8192, 16384)
+
+
+def last_vs_cudnn(causal, D=128):
+    """{N: (best of kernels 13, 14 / cuDNN in %, the best kernel's TFLOP/s, cuDNN's)} from the run of kernels 12-14."""
+    c = "_causal" if causal else ""
+    rs, ss = rows(f"bench{BWD_LAST}{c}.csv", mode="bench_backward"), rows(f"sdpa{BWD_LAST}{c}.csv", mode="bench_backward")
+    out = {}
+    for N in NS:
+        best = max(tf(pick(rs, kernel=k, N=N, D=D)) for k in (13, 14))
+        cud = tf(pick(ss, kernel=-3, N=N, D=D))
+        out[N] = (100 * best / cud, best, cud)
+    return out
+
+
+@part("s05-backward-last")
+def backward_last():
+    """Backward kernels 12-14 at D = 128 beside cuDNN at every N, and the best one's share of cuDNN, causal too."""
+    rs, ss = rows(f"bench{BWD_LAST}.csv", mode="bench_backward"), rows(f"sdpa{BWD_LAST}.csv", mode="bench_backward")
+    body = [[f"B{k}"] + [fmt(tf(pick(rs, kernel=k, N=N, D=128))) for N in NS] for k in (12, 13, 14)]
+    body.append(["cuDNN"] + [fmt(tf(pick(ss, kernel=-3, N=N, D=128))) for N in NS])
+    for causal in (0, 1):
+        v = last_vs_cudnn(causal)
+        body.append([f"best / cuDNN{', causal' if causal else ''}"] +
+                    [f"{'**' if v[N][0] < 100 else ''}{v[N][0]:.1f}%{'**' if v[N][0] < 100 else ''}" for N in NS])
+    return (table(["D = 128"] + [f"N = {N}" for N in NS], body, ["---"] + ["---:"] * len(NS)) +
+            "\n\n<sub>backward TFLOP/s, fp16, in bold where cuDNN is ahead; " + source(f"bench{BWD_LAST}.csv", "kernels") + "; " +
+            source(f"sdpa{BWD_LAST}.csv", "cuDNN") + "; each also with `--causal`</sub>")
+
+
+@part("s05-backward-gap")
+def backward_gap():
+    """How far the best backward at D = 128 trails cuDNN at its worst N, not causal."""
+    v = last_vs_cudnn(0)
+    return fmt(100 - min(r for r, _, _ in v.values()), 1)
+
+
+def ncu(path, kernel, metric):
+    """A metric of the one kernel launch whose name matches `kernel` in an Nsight Compute --csv report (the file's
+    '# ' lines, then ncu's own lines, then the CSV), as a number."""
+    _, lines = meta_and_lines(os.path.relpath(os.path.join(F05, path), os.path.join(ROOT, "plots", "gallery")))
+    start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
+    if start is None:
+        raise DataError(f"05_cuda_fused/{path}: no Nsight Compute CSV in it")
+    vals = {r["Metric Value"] for r in csv.DictReader(l for l in lines[start:] if l.startswith('"'))
+            if re.search(kernel, r["Kernel Name"]) and r["Metric Name"] == metric}
+    if len(vals) != 1:
+        raise DataError(f"05_cuda_fused/{path}: {len(vals)} values of {metric!r} for {kernel!r}, expected one")
+    return float(vals.pop().replace(",", ""))
+
+
+def more_instructions(ours, kernel, theirs):
+    """How many more instructions (%) our kernel executed than cuDNN's in their two reports."""
+    a = ncu(ours, kernel, "Executed Instructions")
+    b = ncu(theirs, "cudnn", "Executed Instructions")
+    return f"{100 * (a / b - 1):.0f}"
+
+
+@part("s05-ncu-bwd")
+def ncu_bwd():
+    return more_instructions("backward/runs/h200_ncu_b14_n4096_d128.txt", "B14Policy", "backward/runs/h200_ncu_cudnn_bwd_n4096_d128.txt")
+
+
+@part("s05-ncu-fwd")
+def ncu_fwd():
+    return more_instructions("forward/runs/h200_ncu_k23_n512_d64_causal.txt", "wgmma_persist", "forward/runs/h200_ncu_cudnn_fwd_n512_d64_causal.txt")
 
 
 @part("s05-backward")
 def backward():
     rs = rows(BWD, mode="bench_backward", causal=0)
-    ss = rows(BWD_SDPA, mode="bench_backward", causal=0)
     body = []
     naive = [pick(rs, kernel=0, N=4096, D=D) for D in (64, 128)]
     body.append(["naive", "cuBLAS, P stored"] + [fmt(tf(r)) for r in naive])
@@ -208,11 +283,8 @@ def backward():
         name, idea = entry("bwd", k)
         here = [pick(rs, kernel=k, N=4096, D=D) for D in (64, 128)]
         body.append([f"B{k}", name] + [fmt(tf(r)) for r in here])
-    for kid, name in ((-2, "FlashAttention-2"), (-3, "cuDNN")):
-        body.append([name, "PyTorch"] + [fmt(tf(pick(ss, kernel=kid, N=4096, D=D))) for D in (64, 128)])
     return (table(["kernel", "name", "D = 64", "D = 128"], body, ["---:", "---", "---:", "---:"]) +
-            "\n\n<sub>backward TFLOP/s (2.5x the forward's FLOPs) at N = 4096, fp16; " + source(BWD, "kernels") + "; " +
-            source(BWD_SDPA, "FlashAttention-2 and cuDNN") + "</sub>")
+            "\n\n<sub>backward TFLOP/s (2.5x the forward's FLOPs) at N = 4096, fp16; " + source(BWD) + "</sub>")
 
 
 # --- decode --------------------------------------------------------------------------------------------------------
