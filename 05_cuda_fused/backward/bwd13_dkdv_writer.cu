@@ -12,18 +12,19 @@
  * for dK and for dV, and waits only until the engine has read them. The buffers: dV in the warpgroup's dQ-part
  * buffer (free once the tile's last part has been read), dK in 32 KB more at D = 128 (at D = 64 dK and dV share the
  * dQ-part buffer, 8 KB each). Keys past N are not written: the map's rows end at N (its boxes are clipped there).
- * Why: Nsight Compute of kernel 12 at D = 128, N = 512 (H200; 8 row tiles a K/V tile): the consumers' stores of dK
- * and dV held 7 700 of the 45 500 warp samples of the whole block (stalled on the memory pipe's queue, "lg
- * throttle"), against 21 000 in the row tiles' code; cuDNN's main kernel beside it took 383 us to kernel 12's 422
- * with 13% fewer instructions (RESULTS.md#bwd-13).
+ * Why: Nsight Compute of kernel 12 at D = 128, N = 512 (H200; 8 row tiles a K/V tile): the consumers' 64 stores of
+ * dK and dV held 6 900 of the 45 500 warp samples of the whole block (5 000 of them stalled on the memory pipe's
+ * queue, "lg throttle"), against 21 000 in the row tiles' code; cuDNN's main kernel beside it took 377-383 us to
+ * kernel 12's 422 with 13% fewer instructions (RESULTS.md#bwd-13).
  * What it costs: 32 KB more shared memory at D = 128 (231 512 bytes of the 232 448 a block may opt in to: it just
  * fits); per K/V tile, one more wait on the writer's barrier (the tile's last dQ part read before dV goes into its
  * buffer) and two tensor maps more for the launch. dK and dV are the same values (--check compares them bit for bit
  * with kernel 5's).
  * Measured: H200, fp16, over kernel 12 in the same run, two runs in two calls: at D = 128 +12.1% at N = 512, +7.1-7.2%
  * at 1024, +4.3-4.7% at 2048, then +0.4% to +3.1% up to 16384 (causal +11.8-12.0% at 512 to +2.9-3.1% at 16384); at
- * D = 64 +6.9-7.6% at 512, within the spread from 8192. The backward at D = 128 passes cuDNN's up to N = 2048
- * (105.9-106.0% at 512, 100.0% at 2048) and trails it from 4096 (95.3-99.5%). The runs: RESULTS.md#bwd-13.
+ * D = 64 +6.9-7.6% at 512, within the spread from 8192. The backward at D = 128 passes cuDNN's at N = 512 and 1024
+ * (105.9-106.0%, 102.2-102.3%), ties it at 2048 (99.98-100.04%) and trails it from 4096 (95.3-99.5%). The runs:
+ * RESULTS.md#bwd-13.
  */
 #ifndef RUNG
 #define RUNG 13         // this file is the one compiled: its launcher and registry entry (the end) are built

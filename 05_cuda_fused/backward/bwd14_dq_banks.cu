@@ -9,7 +9,7 @@
  * told apart by the swizzle alone. Kernel 10's swizzle moves 16-byte chunk c = 2 n + t / 2 of row r to c ^ (r % 8):
  * the low bit of g lands on the bit t / 2 already varies, so the 8 combinations of g and t / 2 reach only 4 chunk
  * positions: 8 pairs, each twice, two passes a half-warp (Nsight Compute, kernel 12 at D = 128: 4 wavefronts a store
- * where 2 would do, at N = 512; at N = 4096, 21.7% of all its shared-memory wavefronts were such excess). Here chunk c
+ * where 2 would do, at N = 512; at N = 4096, 21.7% of its shared-store wavefronts were bank conflicts). Here chunk c
  * goes to c ^ 2 (r % 4): t / 2's bit is left alone and n is moved by g % 4, so the 8 combinations reach 8 positions:
  * 16 pairs, one pass. The global accumulator takes the same layout (the copy engine copies the buffer as it is) and
  * the conversion reads it back so (bwd_dq_tiled_off<DQ_SWZ_HALF>, bwd.cuh).
