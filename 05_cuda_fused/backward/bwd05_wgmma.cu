@@ -580,8 +580,8 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
     } while (P::ITEM_LOOP);
 #else
     (void)lse2, (void)delta, (void)dq_acc, (void)dK, (void)dV, (void)N, (void)Npad, (void)kv_tiles, (void)causal;
-    (void)scale_log2, (void)scale, (void)tm_k, (void)tm_v, (void)tm_q, (void)tm_do, (void)items, (void)slot, (void)tm_dk;
-    (void)tm_dv;
+    (void)scale_log2, (void)scale, (void)tm_k, (void)tm_v, (void)tm_q, (void)tm_do, (void)items, (void)slot;
+    (void)tm_dk, (void)tm_dv;
 #endif
 }
 

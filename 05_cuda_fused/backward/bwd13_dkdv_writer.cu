@@ -111,6 +111,8 @@ struct B13Policy : B12Policy {
         if (threadIdx.x / 32 >= 2) {
             const int w = threadIdx.x / 32 - 2, lane = threadIdx.x % 32;
             const uint32_t buf = a.base + C::OFF_DQ + w * DQ_PART * 4;
+            /* kernel 11's loop over the ring of items (each_item), written out: each_item hands its function the
+             * walk's first row tile only, and the stores need the tile's first key too */
             for (long item = 0;; item++) {
                 long tbh, tjt;
                 if (!take_item(a, item, tbh, tjt)) break;

@@ -168,8 +168,8 @@ def timer_idle():
 
 @part("s05-short")
 def short_vs():
-    """The short sequences (N = 512..2048), forward and backward, causal and not: the best kernel against cuDNN, from
-    one call's runs."""
+    """The short sequences (N = 512..2048), forward and backward, causal and not: the best kernel against cuDNN, each
+    kernel run beside the SDPA run of its call (the forward's call, and the backward's of kernels 12-14)."""
     cols = [("", "bench"), ("", "bench"), ("_backward", "bench_backward"), ("_backward", "bench_backward")]
     names = []
     body = {(D, N): [f"D = {D}", f"{N}"] for D in (64, 128) for N in (512, 1024, 2048)}
