@@ -168,16 +168,26 @@ struct BwdWgRow {
     const float *lse_s, *dl_s;                    // L_i log2 e, Delta_i (the stage)
 };
 
+/* The descriptor of a k step's operand, `off` bytes into the tile at `tile` (stride offset 1024): made afresh
+ * (make_desc), or, when the policy says DESC_ADD (backward kernel 15), the tile's descriptor plus the offset
+ * (desc_add, forward kernel 22's idea): the tile's is the same for every step, one add a step. */
+template <bool DESC_ADD> __device__ __forceinline__ uint64_t bwd_desc(uint32_t tile, uint32_t off, uint32_t lbo)
+{
+    if constexpr (DESC_ADD) return desc_add(make_desc(tile, lbo, 1024), off);
+    else return make_desc(tile + off, lbo, 1024);
+}
+
 /* s^T = K_w Q_i^T (or dp^T = V_w dO_i^T): k = the head dim, 4 steps per 64 columns (32 bytes each), issued, not
  * committed. */
 template <class A> __device__ __forceinline__ void bwd_wg_scores(float *acc, uint32_t kv_w, uint32_t rows)
 {
     using C = typename A::C;
     constexpr int D = A::D, BC = C::BC, BR = C::BR;
+    constexpr bool ADD = A::P::DESC_ADD;
 #pragma unroll
     for (int ks = 0; ks < D / 16; ks++) {
         const int off_kv = (ks / 4) * BC * 128 + (ks % 4) * 32, off_q = (ks / 4) * BR * 128 + (ks % 4) * 32;
-        wgmma_ss<typename A::T, BR, 0, 0>(acc, make_desc(kv_w + off_kv, 16, 1024), make_desc(rows + off_q, 16, 1024), ks > 0);
+        wgmma_ss<typename A::T, BR, 0, 0>(acc, bwd_desc<ADD>(kv_w, off_kv, 16), bwd_desc<ADD>(rows, off_q, 16), ks > 0);
     }
 }
 
@@ -196,6 +206,7 @@ struct B5Policy {
     static constexpr int DQ_PART = 0;             /* floats of it per consumer warpgroup */
     template <int D> static constexpr int DKV_SMEM = 0;   /* shared memory for dK's way out: none, from registers */
     static constexpr bool DKV_MAPS = false;       /* dK and dV as tensor maps: not needed */
+    static constexpr bool DESC_ADD = false;       /* a k step's descriptor made afresh (kernel 15: by one add) */
     static constexpr int ITEM_SMEM = 0;           /* shared memory for a ring of items: none, one item a block */
     static constexpr bool ITEM_LOOP = false;      /* the consumers' walk runs once: the block's one item */
 
@@ -252,8 +263,8 @@ struct B5Policy {
         (void)a;
         using T = typename A::T;
         constexpr int D = A::D, BR = A::C::BR;
-        wgmma_rs<T, D, 1>(dv, pa, make_desc(rt.do_s + ks * 2048, BR * 128, 1024), 1);
-        wgmma_rs<T, D, 1>(dk, dsa, make_desc(rt.q_s + ks * 2048, BR * 128, 1024), 1);
+        wgmma_rs<T, D, 1>(dv, pa, bwd_desc<A::P::DESC_ADD>(rt.do_s, ks * 2048, BR * 128), 1);
+        wgmma_rs<T, D, 1>(dk, dsa, bwd_desc<A::P::DESC_ADD>(rt.q_s, ks * 2048, BR * 128), 1);
     }
     /* After the named barrier: dQ_i += ds_tile K_j, this warpgroup's 64 x 64 of it (k = the BC keys) into dq, then
      * the stage freed and the part sent (add_dq). */

@@ -69,7 +69,8 @@ struct B8Policy : B7Policy {
         if constexpr (EARLY_DV<D>) {              // dV_w += p^T dO_i now: it runs under ds^T's arithmetic
             wgmma_fence();
 #pragma unroll
-            for (int ks = 0; ks < BR / 16; ks++) wgmma_rs<T, D, 1>(dv, pa[ks], make_desc(rt.do_s + ks * 2048, BR * 128, 1024), 1);
+            for (int ks = 0; ks < BR / 16; ks++)
+                wgmma_rs<T, D, 1>(dv, pa[ks], bwd_desc<A::P::DESC_ADD>(rt.do_s, ks * 2048, BR * 128), 1);
             wgmma_commit();
             wgmma_wait<1>();                      // dp^T is in; dV still running
         } else {
@@ -89,7 +90,7 @@ struct B8Policy : B7Policy {
     {
         using T = typename A::T;
         constexpr int D = A::D, BR = A::C::BR;
-        if constexpr (EARLY_DV<D>) wgmma_rs<T, D, 1>(dk, dsa, make_desc(rt.q_s + ks * 2048, BR * 128, 1024), 1);
+        if constexpr (EARLY_DV<D>) wgmma_rs<T, D, 1>(dk, dsa, bwd_desc<A::P::DESC_ADD>(rt.q_s, ks * 2048, BR * 128), 1);
         else B7Policy::dv_dk_step(a, rt, ks, pa, dsa, dv, dk);
     }
 

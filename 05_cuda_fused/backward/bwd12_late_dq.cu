@@ -35,12 +35,12 @@
  * MN-major from its buffer, K_j MN-major), issued, not committed. ONE_STEP_IF_NOT_WHOLE: only the first k step when
  * !whole (the header says why), with the fences ptxas would otherwise add itself, and say so as it builds
  * ("warpgroup.arrive is injected"), where the branch leaves the products and where the paths meet again. */
-template <typename T, int BC, bool ONE_STEP_IF_NOT_WHOLE = false>
+template <typename T, int BC, bool ONE_STEP_IF_NOT_WHOLE = false, bool DESC_ADD = false>
 __device__ __forceinline__ void bwd_issue_dq(float *dq, uint32_t ds_buf, uint32_t k_tile, int qblk, int dblk, bool whole = true)
 {
     auto step = [&](int ks) {
-        wgmma_ss<T, 64, 1, 1>(dq, make_desc(ds_buf + qblk * BC * 128 + ks * 2048, BC * 128, 1024),
-                              make_desc(k_tile + dblk * BC * 128 + ks * 2048, BC * 128, 1024), ks > 0);
+        wgmma_ss<T, 64, 1, 1>(dq, bwd_desc<DESC_ADD>(ds_buf + qblk * BC * 128, ks * 2048, BC * 128),
+                              bwd_desc<DESC_ADD>(k_tile + dblk * BC * 128, ks * 2048, BC * 128), ks > 0);
     };
     if constexpr (!ONE_STEP_IF_NOT_WHOLE) {
 #pragma unroll
@@ -69,7 +69,7 @@ struct B12Policy : B11Policy {
     {
         using C = typename A::C;
         wgmma_fence();
-        bwd_issue_dq<typename A::T, C::BC, true>(dq, a.base + C::OFF_DS + (int)((rt.it - 1) & 1) * C::DS_TILE, a.base + C::OFF_K,
+        bwd_issue_dq<typename A::T, C::BC, true, A::P::DESC_ADD>(dq, a.base + C::OFF_DS + (int)((rt.it - 1) & 1) * C::DS_TILE, a.base + C::OFF_K,
                                                  w.qblk, w.dblk, rt.i0 > w.i_begin);
         wgmma_commit();
         mbar_wait(a.full + 8 * rt.st, rt.use);    // Q_i, dO_i, L_i, Delta_i have landed
@@ -101,7 +101,7 @@ struct B12Policy : B11Policy {
         using C = typename A::C;
         if (w.i_begin < a.N) {
             wgmma_fence();
-            bwd_issue_dq<typename A::T, C::BC>(dq, a.base + C::OFF_DS + (int)((it - 1) & 1) * C::DS_TILE, a.base + C::OFF_K,
+            bwd_issue_dq<typename A::T, C::BC, false, A::P::DESC_ADD>(dq, a.base + C::OFF_DS + (int)((it - 1) & 1) * C::DS_TILE, a.base + C::OFF_K,
                                                w.qblk, w.dblk);
             wgmma_commit();
             wgmma_wait<0>();

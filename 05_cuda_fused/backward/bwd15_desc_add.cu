@@ -1,0 +1,54 @@
+/*
+ * Backward kernel 15: backward kernel 14 with each k step's wgmma descriptor made by one add.
+ *
+ * Extends backward kernel 14 (bwd14_dq_banks.cu). The idea: forward kernel 22's, in the backward. Every wgmma reads
+ * its shared-memory operands through 64-bit descriptors; kernels 5-14 build each afresh from the step's address with
+ * make_desc (mask the address, shift, or the flags into the 64-bit word, move the high word back). Here a tile's
+ * descriptor is made once per product and each k step's is that one plus the step's offset in 16-byte units
+ * (desc_add): the five products of a row tile (s^T, dp^T, dV, dK and dQ's part) take one add a step.
+ * Why: Nsight Compute beside cuDNN's backward at D = 128, N = 4096 (H200): kernel 14 executes 10% more instructions
+ * at a similar issue rate; of a consumer warp's 777 instructions a row tile (kernel 12, N = 512), 222 are
+ * uniform-datapath ULOP3, R2UR, UMOV, UIADD3 and USHF, most of them make_desc's (backward/RESULTS.md#bwd-14).
+ * What it costs: nothing; the address field is 14 bits and shared memory ends below 256 KB, so the add never carries
+ * into the field above it (wgmma.cuh, desc_add). The products are the same: dK and dV are kernel 5's bit for bit.
+ * Measured: not yet (no GPU time was left when it was written).
+ */
+#ifndef RUNG
+#define RUNG 15         // this file is the one compiled: its launcher and registry entry (the end) are built
+#endif
+#include "bwd14_dq_banks.cu" // the rung this one extends (.extends = 14): its body and its policy
+
+// --- the idea ----------------------------------------------------------------------
+
+namespace {   // as kernel 14's policy (kernel 11's counters)
+struct B15Policy : B14Policy {
+    static constexpr bool DESC_ADD = true;        /* bwd_desc (bwd05_wgmma.cu): a tile's descriptor plus the step's offset */
+    static_assert(DESC_ADD, "read off Hopper too, where the body that reads it is compiled out");
+};
+} // namespace
+
+// --- the launcher -------------------------------------------------------------------
+
+#if RUNG == 15
+static int b15_launch(const void *q, const void *k, const void *v, const void *o, const void *dout, const float *L,
+                      void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D, int dtype, int causal,
+                      void *stream)
+{
+    return wg_launch<B15Policy>(15, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype, causal, stream);
+}
+
+static void b15_describe(long D, int dtype, char *buf, size_t n)
+{
+    (void)dtype;
+    wg_describe<B15Policy>(D, buf, n);
+}
+
+static const BackwardKernel bwd15 = {
+    .id = 15, .extends = 14, .name = "descriptor add",
+    .idea = "kernel 14 with each k step's wgmma descriptor made by one add to its tile's",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
+    .workspace = B15Policy::workspace, .launch = b15_launch, .describe = b15_describe,
+    .unavailable = wgmma_unavailable, .dkdv_as = 5, .persistent = 1,
+};
+BWD_REGISTER(bwd15);
+#endif
