@@ -338,6 +338,8 @@ struct B5Policy {
     static unsigned slot() { return 0u; }
     /* After the main kernel's launch: nothing. */
     static void launched(long items, long grid) { (void)items, (void)grid; }
+    /* After it too: dK and dV (`bytes` each) are written by plain stores, which the tools see (kernel 13: by TMA stores). */
+    static void dkdv_written(void *dk, void *dv, size_t bytes, cudaStream_t s) { (void)dk, (void)dv, (void)bytes, (void)s; }
     /* dQ = dQ_acc / sqrt(D). */
     static int convert_dq(const float *dq_acc, void *dq, long BH, long N, long Npad, long D, float scale, int dtype,
                           cudaStream_t s)
@@ -635,6 +637,7 @@ static int wg_launch_dt(int id, const void *q, const void *k, const void *v, con
                                                          P::slot(), kvo.k, kvo.v);
     CUDA_CHECK_LAST();
     P::launched(items, grid);
+    P::dkdv_written(dk, dv, (size_t)BH * N * D * sizeof(T), s);
     return P::convert_dq(dq_acc, dq, BH, N, Npad, D, scale, dtype, s);
 }
 
