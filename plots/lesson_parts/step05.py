@@ -8,7 +8,7 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
   bench_backward_h200_fp16.csv, sdpa_backward_h200_fp16.csv     the backward, the same way
   bench_short_h200_fp16[_causal].csv, sdpa_short_h200_fp16[_causal].csv:
                              N = 512..2048 (--bench --seq 2048), causal and not, kernels and SDPA in one call
-  bench_backward_b12_14_h200_fp16[_causal].csv, sdpa_backward_b12_14_h200_fp16[_causal].csv: backward kernels 12-14
+  bench_backward_b13_15_h200_fp16[_causal].csv, sdpa_backward_b13_15_h200_fp16[_causal].csv: backward kernels 13-15
                              and SDPA at every N, causal and not, one call (the short table's backward columns too)
   05_cuda_fused/*/runs/h200_ncu_*: Nsight Compute's reports beside cuDNN's (the instructions each kernel executed)
   decode_h200_fp16.csv, sdpa_decode_h200_fp16.csv                decode against a KV cache
@@ -169,14 +169,14 @@ def timer_idle():
 @part("s05-short")
 def short_vs():
     """The short sequences (N = 512..2048), forward and backward, causal and not: the best kernel against cuDNN, each
-    kernel run beside the SDPA run of its call (the forward's call, and the backward's of kernels 12-14)."""
+    kernel run beside the SDPA run of its call (the forward's call, and the backward's of kernels 13-15)."""
     cols = [("", "bench"), ("", "bench"), ("_backward", "bench_backward"), ("_backward", "bench_backward")]
     names = []
     body = {(D, N): [f"D = {D}", f"{N}"] for D in (64, 128) for N in (512, 1024, 2048)}
     for x, (kind, mode) in enumerate(cols):
         causal = x % 2
         c = "_causal" if causal else ""
-        if kind:   # the backward: the run of kernels 12-14 at every N, its N <= 2048
+        if kind:   # the backward: the run of kernels 13-15 at every N, its N <= 2048
             bench, sdpa = f"bench{BWD_LAST}{c}.csv", f"sdpa{BWD_LAST}{c}.csv"
         else:
             bench, sdpa = (f"{w}_short_h200_fp16{c}.csv" for w in ("bench", "sdpa"))
@@ -198,23 +198,24 @@ def short_vs():
                   ["---", "---:", "---:", "---:", "---:", "---:"]) +
             f"\n\n<sub>the best kernel / cuDNN, TFLOP/s, fp16, in bold where cuDNN is ahead; {machines.pop()}: " +
             "; ".join(f"`{c}`" for c in cmds) + f", each also with `--causal` (runs {links}); the backward: the runs of "
-            "B12-B14's table below</sub>")
+            "B13-B15's table below</sub>")
 
 
 # --- the backward ------------------------------------------------------------------------------------------------
 
 BWD, BWD_SDPA = "bench_backward_h200_fp16.csv", "sdpa_backward_h200_fp16.csv"
-BWD_LAST = "_backward_b12_14_h200_fp16"     # bench..., sdpa... [_causal].csv: kernels 12-14 beside cuDNN, every N
+BWD_LAST = "_backward_b13_15_h200_fp16"     # bench..., sdpa... [_causal].csv: kernels 13-15 beside cuDNN, every N
+BWD_LAST_KERNELS = (13, 14, 15)
 NS = (512, 1024, 2048, 4096, 8192, 16384)
 
 
 def last_vs_cudnn(causal, D=128):
-    """{N: (best of kernels 13, 14 / cuDNN in %, the best kernel's TFLOP/s, cuDNN's)} from the run of kernels 12-14."""
+    """{N: (best of kernels 13-15 / cuDNN in %, the best kernel's TFLOP/s, cuDNN's)} from their run."""
     c = "_causal" if causal else ""
     rs, ss = rows(f"bench{BWD_LAST}{c}.csv", mode="bench_backward"), rows(f"sdpa{BWD_LAST}{c}.csv", mode="bench_backward")
     out = {}
     for N in NS:
-        best = max(tf(pick(rs, kernel=k, N=N, D=D)) for k in (13, 14))
+        best = max(tf(pick(rs, kernel=k, N=N, D=D)) for k in BWD_LAST_KERNELS)
         cud = tf(pick(ss, kernel=-3, N=N, D=D))
         out[N] = (100 * best / cud, best, cud)
     return out
@@ -222,9 +223,9 @@ def last_vs_cudnn(causal, D=128):
 
 @part("s05-backward-last")
 def backward_last():
-    """Backward kernels 12-14 at D = 128 beside cuDNN at every N, and the best one's share of cuDNN, causal too."""
+    """Backward kernels 13-15 at D = 128 beside cuDNN at every N, and the best one's share of cuDNN, causal too."""
     rs, ss = rows(f"bench{BWD_LAST}.csv", mode="bench_backward"), rows(f"sdpa{BWD_LAST}.csv", mode="bench_backward")
-    body = [[f"B{k}"] + [fmt(tf(pick(rs, kernel=k, N=N, D=128))) for N in NS] for k in (12, 13, 14)]
+    body = [[f"B{k}"] + [fmt(tf(pick(rs, kernel=k, N=N, D=128))) for N in NS] for k in BWD_LAST_KERNELS]
     body.append(["cuDNN"] + [fmt(tf(pick(ss, kernel=-3, N=N, D=128))) for N in NS])
     for causal in (0, 1):
         v = last_vs_cudnn(causal)
