@@ -257,16 +257,27 @@ def ncu(path, kernel, metric):
     return float(vals.pop().replace(",", ""))
 
 
-def more_instructions(ours, kernel, theirs):
-    """How many more instructions (%) our kernel executed than cuDNN's in their two reports."""
-    a = ncu(ours, kernel, "Executed Instructions")
-    b = ncu(theirs, "cudnn", "Executed Instructions")
+def more_instructions(ours, kernel, theirs, metric="Executed Instructions"):
+    """How many more instructions (or another metric's units) our kernel executed than cuDNN's in their two reports,
+    in % (negative: fewer)."""
+    a = ncu(ours, kernel, metric)
+    b = ncu(theirs, "cudnn", metric)
     return f"{100 * (a / b - 1):.0f}"
+
+
+BWD_NCU = ("backward/runs/h200_ncu_b15_n4096_d128.txt", "B15Policy", "backward/runs/h200_ncu_cudnn_bwd_n4096_d128.txt")
 
 
 @part("s05-ncu-bwd")
 def ncu_bwd():
-    return more_instructions("backward/runs/h200_ncu_b14_n4096_d128.txt", "B14Policy", "backward/runs/h200_ncu_cudnn_bwd_n4096_d128.txt")
+    """How many fewer instructions (%) backward kernel 15 executes than cuDNN's at D = 128, N = 4096."""
+    return str(-int(more_instructions(*BWD_NCU)))
+
+
+@part("s05-ncu-bwd-cycles")
+def ncu_bwd_cycles():
+    """How many more cycles (%) it takes, the same two reports."""
+    return more_instructions(*BWD_NCU, metric="Elapsed Cycles")
 
 
 @part("s05-ncu-fwd")
