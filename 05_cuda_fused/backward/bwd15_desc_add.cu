@@ -12,11 +12,11 @@
  * What it costs: nothing; the address field is 14 bits and shared memory ends below 256 KB, so the add never carries
  * into the field above it (wgmma.cuh, desc_add). The products are the same: dK and dV are kernel 5's bit for bit.
  * Measured: H200, fp16, over kernel 14 in the same run, two runs in one call: at D = 64 +1.5% to +3.2% at every N,
- * causal and not; at D = 128 +0.6% to +2.4% from N = 1024 (causal too), within the spread at 512, but -2.0% / -2.7%
+ * causal and not; at D = 128 +0.6% to +2.4% from N = 1024 (causal too), -0.2% to +0.6% at 512, but -2.0% / -2.7%
  * at N = 16384 not causal (where one profiled launch of it is 0.9% faster than kernel 14's). The backward at D = 128
- * is then at or past cuDNN's but at N = 4096 (a tie, 99.8-100.0%) and 8192 (99.0-99.6%). Nsight Compute at N = 4096:
- * 683 M instructions against kernel 14's 822 M and cuDNN's 747 M, in 4.15 M cycles against 4.21 M and 4.07 M: what is
- * left is not instructions. The runs and profiles: RESULTS.md#bwd-15.
+ * is then at or past cuDNN's but at N = 4096 (a tie, 99.8-100.0%) and 8192 (99.0-99.6%), both not causal. Nsight
+ * Compute at N = 4096: 683 M instructions against kernel 14's 822 M and cuDNN's 747 M, in 4.15 M cycles against
+ * 4.21 M and 4.07 M: what is left is not instructions. The runs and profiles: RESULTS.md#bwd-15.
  */
 #ifndef RUNG
 #define RUNG 15         // this file is the one compiled: its launcher and registry entry (the end) are built
@@ -27,7 +27,7 @@
 
 namespace {   // as kernel 14's policy (kernel 11's counters)
 struct B15Policy : B14Policy {
-    static constexpr bool DESC_ADD = true;        /* bwd_desc (bwd05_wgmma.cu): a tile's descriptor plus the step's offset */
+    static constexpr bool DESC_ADD = true;        /* bwd_desc (bwd05_wgmma.cu): the tile's descriptor plus the offset */
     static_assert(DESC_ADD, "read off Hopper too, where the body that reads it is compiled out");
 };
 } // namespace
