@@ -666,9 +666,10 @@ template <class P> static void wg_describe(long D, char *buf, size_t n)
     using C64 = BwdWg<64, P>;
     using C128 = BwdWg<128, P>;
     snprintf(buf, n, "%s1 producer + 2 consumer warpgroups (%d/%d registers) x 64 keys (BC=%d), row tiles of BR=%d by TMA in a "
-             "2-stage ring, the 5 products on wgmma%s%s%s, dQ by %s, %zu bytes of shared memory",
-             P::desc_items(), C64::REG_PRODUCER, C64::REG_CONSUMER, C64::BC, D == 64 ? C64::BR : C128::BR, P::desc_mask(),
-             P::desc_overlap(D), P::desc_late(), P::desc_dq(), D == 64 ? C64::bytes : C128::bytes);
+             "2-stage ring, the 5 products on wgmma%s%s%s%s, dQ by %s, %zu bytes of shared memory",
+             P::desc_items(), C64::REG_PRODUCER, C64::REG_CONSUMER, C64::BC, D == 64 ? C64::BR : C128::BR,
+             P::DESC_ADD ? " (each k step's descriptor by one add)" : "", P::desc_mask(), P::desc_overlap(D), P::desc_late(),
+             P::desc_dq(), D == 64 ? C64::bytes : C128::bytes);
 }
 
 static inline int bwd_wgmma_supports(long D) { return D == 64 || D == 128; }

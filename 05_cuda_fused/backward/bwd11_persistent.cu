@@ -120,16 +120,21 @@ struct B11Policy : B10Policy {
         bh = (long)(ticket / a.kv_tiles), jt = (long)(ticket % a.kv_tiles);
         return ticket < a.items;
     }
-    /* Warp 1 and the writer warps: f's work on each item, in the ring's order. */
+    /* The ring's items in order, each as its head and K/V tile: f(bh, jt). */
+    template <class A, class F> static __device__ __forceinline__ void each_tile(const A &a, F &&f)
+    {
+        for (long item = 0;; item++) {
+            long tbh, tjt;
+            if (!take_item(a, item, tbh, tjt)) break;
+            f(tbh, tjt);
+        }
+    }
+    /* Warp 1 and the writer warps: f's work on each item (its head, its walk's first row tile), in the ring's order. */
     template <class A, class F, class... X>
     static __device__ __forceinline__ void each_item(const A &a, F &f, long bh, long i_begin, X &...x)
     {
         (void)bh, (void)i_begin;
-        for (long item = 0;; item++) {
-            long tbh, tjt;
-            if (!take_item(a, item, tbh, tjt)) break;
-            f(tbh, first_row(a, tjt * A::C::BC), x...);
-        }
+        each_tile(a, [&](long tbh, long tjt) { f(tbh, first_row(a, tjt * A::C::BC), x...); });
     }
     /* After the walk: K_j, V_j read for the last time; the next item's may load. */
     template <class A>

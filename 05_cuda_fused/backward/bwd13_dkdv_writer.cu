@@ -6,12 +6,13 @@
  * by the copy engine (a TMA store, cp.async.bulk.tensor). In kernels 5-12 each consumer thread stores its 64 + 64
  * values of dK_j and dV_j itself: 64 four-byte st.global a thread, each warp-wide store writing 16 bytes in each of 8
  * rows, so every 32-byte sector is written half at a time. Here each warp writes its 16 keys of dK and dV with 16
- * stmatrix at D = 128, 8 at D = 64 (four 8 x 8 blocks of 16-bit values each) into the 128-byte swizzle the tensor maps use (16-byte chunk c
- * of row r at c ^ (r % 8): the 8 rows of a block land in 8 different chunks, so no two lanes share a bank), fences
- * them for the copy engine and arrives on the writer's barrier; the writer warp's lane 0 issues one box per 64 columns
- * for dK and for dV, and waits only until the engine has read them. The buffers: dV in the warpgroup's dQ-part
- * buffer (free once the tile's last part has been read), dK in 32 KB more at D = 128 (at D = 64 dK and dV share the
- * dQ-part buffer, 8 KB each). Keys past N are not written: the map's rows end at N (its boxes are clipped there).
+ * stmatrix at D = 128, 8 at D = 64 (four 8 x 8 blocks of 16-bit values each) into the 128-byte swizzle the tensor
+ * maps use (16-byte chunk c of row r at c ^ (r % 8): the 8 rows of a block land in 8 different chunks, so no two
+ * lanes share a bank), fences them for the copy engine and arrives on the writer's barrier; the writer warp's lane 0
+ * issues one box per 64 columns for dK and for dV, and waits only until the engine has read them. The buffers: dV in
+ * the warpgroup's dQ-part buffer (free once the tile's last part has been read), dK in 32 KB more at D = 128 (at
+ * D = 64 dK and dV share the dQ-part buffer, 8 KB each). Keys past N are not written: the map's rows end at N (its
+ * boxes are clipped there).
  * Why: Nsight Compute of kernel 12 at D = 128, N = 512 (H200; 8 row tiles a K/V tile): the consumers' 64 stores of
  * dK and dV held 6 900 of the 45 500 warp samples of the whole block (5 000 of them stalled on the memory pipe's
  * queue, "lg throttle"), against 21 000 in the row tiles' code; cuDNN's main kernel beside it took 377-383 us to
@@ -134,11 +135,7 @@ struct B13Policy : B12Policy {
         if (threadIdx.x / 32 >= 2) {
             const int w = threadIdx.x / 32 - 2, lane = threadIdx.x % 32;
             const uint32_t buf = a.base + C::OFF_DQ + w * DQ_PART * 4;
-            /* kernel 11's loop over the ring of items (each_item), written out: each_item hands its function the
-             * walk's first row tile only, and the stores need the tile's first key too */
-            for (long item = 0;; item++) {
-                long tbh, tjt;
-                if (!take_item(a, item, tbh, tjt)) break;
+            each_tile(a, [&](long tbh, long tjt) {  // kernel 11's ring: the stores need the tile, not only its walk
                 send_walk(a, w, lane, buf, tbh, first_row(a, tjt * C::BC));
                 asm volatile("bar.arrive %0, 160;\n" ::"r"(6 + w) : "memory");   // the last part is read: free
                 asm volatile("bar.sync %0, 160;\n" ::"r"(4 + w) : "memory");     // dK_w, dV_w are in
@@ -153,7 +150,7 @@ struct B13Policy : B12Policy {
                     bulk_wait_read();             // the engine has read them: the buffers may be written again
                 }
                 __syncwarp();
-            }
+            });
             if (lane == 0) bulk_wait_all();       // the sums and the stores done before the block ends
         }
     }

@@ -25,6 +25,12 @@ from lesson import ROOT, DataError, command, excerpt, fmt, gpu_name, meta, meta_
 F05 = os.path.join(ROOT, "05_cuda_fused")
 
 
+def f05(path):
+    """A file of 05_cuda_fused/ (a run kept in the record, backward/runs/...) as the gallery-relative name the readers
+    of plots/lesson.py take."""
+    return os.path.relpath(os.path.join(F05, path), os.path.join(ROOT, "plots", "gallery"))
+
+
 def entry(prefix, n):
     """(name, idea) of a kernel from its registry entry: prefix kernel, bwd or decode; forward and FP8 share numbers."""
     pats = {"kernel": ["forward/kernel%02d_*.cu", "fp8/kernel%02d_*.cu"], "bwd": ["backward/bwd%02d_*.cu"],
@@ -209,15 +215,11 @@ BWD_LAST_KERNELS = (13, 14, 15)
 NS = (512, 1024, 2048, 4096, 8192, 16384)
 
 
-# the same four runs' first pass, kept in the record (the gallery's are the second), as a gallery-relative name
-BWD_LAST_RUN1 = os.path.relpath(os.path.join(F05, "backward", "runs"), os.path.join(ROOT, "plots", "gallery"))
-
-
 def last_vs_cudnn(causal, D=128, run=2):
     """{N: (best of kernels 13-15 / cuDNN in %, the best kernel's TFLOP/s, cuDNN's)} from their run 2 (the gallery's)
     or run 1 (backward/runs/*_run1.csv)."""
     c = "_causal" if causal else ""
-    f = (lambda w: f"{w}{BWD_LAST}{c}.csv") if run == 2 else (lambda w: f"{BWD_LAST_RUN1}/{w}{BWD_LAST}{c}_run1.csv")
+    f = (lambda w: f"{w}{BWD_LAST}{c}.csv") if run == 2 else (lambda w: f05(f"backward/runs/{w}{BWD_LAST}{c}_run1.csv"))
     rs, ss = rows(f("bench"), mode="bench_backward"), rows(f("sdpa"), mode="bench_backward")
     out = {}
     for N in NS:
@@ -244,14 +246,18 @@ def backward_last():
 
 @part("s05-backward-gap")
 def backward_gap():
-    """How far the best backward at D = 128 trails cuDNN at its worst N, not causal, in either of the two runs."""
-    return fmt(100 - min(r for run in (1, 2) for r, _, _ in last_vs_cudnn(0, run=run).values()), 1)
+    """How far the best backward at D = 128 trails cuDNN at its worst N, not causal, in either of the two runs (the
+    README's "where cuDNN leads": an error if it leads nowhere)."""
+    gap = 100 - min(r for run in (1, 2) for r, _, _ in last_vs_cudnn(0, run=run).values())
+    if gap <= 0:
+        raise DataError(f"bench{BWD_LAST}.csv: cuDNN leads at no N in either run; the README's sentence says it does")
+    return fmt(gap, 1)
 
 
 def ncu(path, kernel, metric):
     """A metric of the one kernel launch whose name matches `kernel` in an Nsight Compute --csv report (the file's
     '# ' lines, then ncu's own lines, then the CSV), as a number."""
-    _, lines = meta_and_lines(os.path.relpath(os.path.join(F05, path), os.path.join(ROOT, "plots", "gallery")))
+    _, lines = meta_and_lines(f05(path))
     start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
     if start is None:
         raise DataError(f"05_cuda_fused/{path}: no Nsight Compute CSV in it")
@@ -262,12 +268,10 @@ def ncu(path, kernel, metric):
     return float(vals.pop().replace(",", ""))
 
 
-def more_instructions(ours, kernel, theirs, metric="Executed Instructions"):
-    """How many more instructions (or another metric's units) our kernel executed than cuDNN's in their two reports,
-    in % (negative: fewer)."""
-    a = ncu(ours, kernel, metric)
-    b = ncu(theirs, "cudnn", metric)
-    return f"{100 * (a / b - 1):.0f}"
+def more_or_fewer(ours, kernel, theirs, metric="Executed Instructions"):
+    """'N% more' or 'N% fewer': our kernel's instructions (or another metric) against cuDNN's, in their two reports."""
+    x = 100 * (ncu(ours, kernel, metric) / ncu(theirs, "cudnn", metric) - 1)
+    return f"{abs(x):.0f}% {'more' if x >= 0 else 'fewer'}"
 
 
 BWD_NCU = ("backward/runs/h200_ncu_b15_n4096_d128.txt", "B15Policy", "backward/runs/h200_ncu_cudnn_bwd_n4096_d128.txt")
@@ -275,19 +279,20 @@ BWD_NCU = ("backward/runs/h200_ncu_b15_n4096_d128.txt", "B15Policy", "backward/r
 
 @part("s05-ncu-bwd")
 def ncu_bwd():
-    """How many fewer instructions (%) backward kernel 15 executes than cuDNN's at D = 128, N = 4096."""
-    return str(-int(more_instructions(*BWD_NCU)))
+    """Backward kernel 15's instructions against cuDNN's at D = 128, N = 4096."""
+    return more_or_fewer(*BWD_NCU)
 
 
 @part("s05-ncu-bwd-cycles")
 def ncu_bwd_cycles():
-    """How many more cycles (%) it takes, the same two reports."""
-    return more_instructions(*BWD_NCU, metric="Elapsed Cycles")
+    """Its cycles, the same two reports."""
+    return more_or_fewer(*BWD_NCU, metric="Elapsed Cycles")
 
 
 @part("s05-ncu-fwd")
 def ncu_fwd():
-    return more_instructions("forward/runs/h200_ncu_k23_n512_d64_causal.txt", "wgmma_persist", "forward/runs/h200_ncu_cudnn_fwd_n512_d64_causal.txt")
+    """Kernel 23's instructions against cuDNN's causal forward at N = 512, D = 64."""
+    return more_or_fewer("forward/runs/h200_ncu_k23_n512_d64_causal.txt", "wgmma_persist", "forward/runs/h200_ncu_cudnn_fwd_n512_d64_causal.txt")
 
 
 @part("s05-backward")
