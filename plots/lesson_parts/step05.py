@@ -6,6 +6,7 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
   bench_h200_fp16.csv        ./step05 --bench --dtype fp16: every fp16 kernel at FlashAttention's shapes
   sdpa_h200_fp16.csv         plots/sdpa_reference.py: FlashAttention-2 and cuDNN at the same shapes, the same call
   bench_backward_h200_fp16.csv, sdpa_backward_h200_fp16.csv     the backward, the same way
+  bench_backward_b2_15_h200_fp16.csv  every backward kernel at N = 512..4096 (--seq 4096): the kernel-by-kernel table
   bench_short_h200_fp16[_causal].csv, sdpa_short_h200_fp16[_causal].csv:
                              N = 512..2048 (--bench --seq 2048), causal and not, kernels and SDPA in one call
   bench_backward_b13_15_h200_fp16[_causal].csv, sdpa_backward_b13_15_h200_fp16[_causal].csv: backward kernels 13-15
@@ -210,6 +211,7 @@ def short_vs():
 # --- the backward ------------------------------------------------------------------------------------------------
 
 BWD, BWD_SDPA = "bench_backward_h200_fp16.csv", "sdpa_backward_h200_fp16.csv"
+BWD_TABLE = "bench_backward_b2_15_h200_fp16.csv"   # the kernel-by-kernel table: every rung, N up to 4096
 BWD_LAST = "_backward_b13_15_h200_fp16"     # bench..., sdpa... [_causal].csv: kernels 13-15 beside cuDNN, every N
 BWD_LAST_KERNELS = (13, 14, 15)
 NS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -297,16 +299,16 @@ def ncu_fwd():
 
 @part("s05-backward")
 def backward():
-    rs = rows(BWD, mode="bench_backward", causal=0)
+    rs = rows(BWD_TABLE, mode="bench_backward", causal=0)
     body = []
     naive = [pick(rs, kernel=0, N=4096, D=D) for D in (64, 128)]
     body.append(["naive", "cuBLAS, P stored"] + [fmt(tf(r)) for r in naive])
-    for k in range(2, 13):
+    for k in range(2, 16):
         name, idea = entry("bwd", k)
         here = [pick(rs, kernel=k, N=4096, D=D) for D in (64, 128)]
         body.append([f"B{k}", name] + [fmt(tf(r)) for r in here])
     return (table(["kernel", "name", "D = 64", "D = 128"], body, ["---:", "---", "---:", "---:"]) +
-            "\n\n<sub>backward TFLOP/s (2.5x the forward's FLOPs) at N = 4096, fp16; " + source(BWD) + "</sub>")
+            "\n\n<sub>backward TFLOP/s (2.5x the forward's FLOPs) at N = 4096, fp16; " + source(BWD_TABLE) + "</sub>")
 
 
 # --- decode --------------------------------------------------------------------------------------------------------
