@@ -32,10 +32,23 @@ def f05(path):
     return os.path.relpath(os.path.join(F05, path), os.path.join(ROOT, "plots", "gallery"))
 
 
+# Each kernel family's files in 05_cuda_fused/, by number: forward and FP8 share the numbers.
+FAMILY_FILES = {"kernel": ["forward/kernel%02d_*.cu", "fp8/kernel%02d_*.cu"], "bwd": ["backward/bwd%02d_*.cu"],
+                "decode": ["decode/decode%02d_*.cu"]}
+
+
+def family_ids(prefix):
+    """The numbers of a family's kernels in the code (the files there are), ascending."""
+    found = set()
+    for p in FAMILY_FILES[prefix]:
+        for f in glob.glob(os.path.join(F05, p.replace("%02d", "[0-9][0-9]"))):
+            found.add(int(re.search(r"(\d\d)_[^/]*\.cu$", f).group(1)))
+    return sorted(found)
+
+
 def entry(prefix, n):
     """(name, idea) of a kernel from its registry entry: prefix kernel, bwd or decode; forward and FP8 share numbers."""
-    pats = {"kernel": ["forward/kernel%02d_*.cu", "fp8/kernel%02d_*.cu"], "bwd": ["backward/bwd%02d_*.cu"],
-            "decode": ["decode/decode%02d_*.cu"]}[prefix]
+    pats = FAMILY_FILES[prefix]
     for p in pats:
         for f in glob.glob(os.path.join(F05, p % n)):
             text = open(f).read()
@@ -213,8 +226,12 @@ def short_vs():
 BWD, BWD_SDPA = "bench_backward_h200_fp16.csv", "sdpa_backward_h200_fp16.csv"
 BWD_TABLE = "bench_backward_b2_15_h200_fp16.csv"   # the kernel-by-kernel table: every rung, N up to 4096
 BWD_LAST = "_backward_b13_15_h200_fp16"     # bench..., sdpa... [_causal].csv: kernels 13-15 beside cuDNN, every N
-BWD_LAST_KERNELS = (13, 14, 15)
 NS = (512, 1024, 2048, 4096, 8192, 16384)
+
+
+def run_kernels(rs):
+    """The kernels a bench run timed (its rows' kernel numbers, naive's 0 left out)."""
+    return sorted({int(r["kernel"]) for r in rs} - {0})
 
 
 def last_vs_cudnn(causal, D=128, run=2):
@@ -225,7 +242,7 @@ def last_vs_cudnn(causal, D=128, run=2):
     rs, ss = rows(f("bench"), mode="bench_backward"), rows(f("sdpa"), mode="bench_backward")
     out = {}
     for N in NS:
-        best = max(tf(pick(rs, kernel=k, N=N, D=D)) for k in BWD_LAST_KERNELS)
+        best = max(tf(pick(rs, kernel=k, N=N, D=D)) for k in run_kernels(rs))
         cud = tf(pick(ss, kernel=-3, N=N, D=D))
         out[N] = (100 * best / cud, best, cud)
     return out
@@ -235,7 +252,7 @@ def last_vs_cudnn(causal, D=128, run=2):
 def backward_last():
     """Backward kernels 13-15 at D = 128 beside cuDNN at every N, and the best one's share of cuDNN, causal too."""
     rs, ss = rows(f"bench{BWD_LAST}.csv", mode="bench_backward"), rows(f"sdpa{BWD_LAST}.csv", mode="bench_backward")
-    body = [[f"B{k}"] + [fmt(tf(pick(rs, kernel=k, N=N, D=128))) for N in NS] for k in BWD_LAST_KERNELS]
+    body = [[f"B{k}"] + [fmt(tf(pick(rs, kernel=k, N=N, D=128))) for N in NS] for k in run_kernels(rs)]
     body.append(["cuDNN"] + [fmt(tf(pick(ss, kernel=-3, N=N, D=128))) for N in NS])
     for causal in (0, 1):
         v = last_vs_cudnn(causal)
@@ -303,8 +320,10 @@ def backward():
     body = []
     naive = [pick(rs, kernel=0, N=4096, D=D) for D in (64, 128)]
     body.append(["naive", "cuBLAS, P stored"] + [fmt(tf(r)) for r in naive])
-    for k in range(2, 16):
+    for k in (k for k in family_ids("bwd") if k >= 2):   # every backward kernel in the code but B1 (fp32, a CPU loop)
         name, idea = entry("bwd", k)
+        if not any(int(r["kernel"]) == k for r in rs):
+            raise DataError(f"plots/gallery/{BWD_TABLE}: no backward kernel {k}, which the code has: a run from before it")
         here = [pick(rs, kernel=k, N=4096, D=D) for D in (64, 128)]
         body.append([f"B{k}", name] + [fmt(tf(r)) for r in here])
     return (table(["kernel", "name", "D = 64", "D = 128"], body, ["---:", "---", "---:", "---:"]) +
