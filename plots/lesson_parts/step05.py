@@ -234,18 +234,23 @@ def run_kernels(rs):
     return sorted({int(r["kernel"]) for r in rs} - {0})
 
 
-def last_vs_cudnn(causal, D=128, run=2):
-    """{N: (best of kernels 13-15 / cuDNN in %, the best kernel's TFLOP/s, cuDNN's)} from their run 2 (the gallery's)
-    or run 1 (backward/runs/*_run1.csv)."""
-    c = "_causal" if causal else ""
-    f = (lambda w: f"{w}{BWD_LAST}{c}.csv") if run == 2 else (lambda w: f05(f"backward/runs/{w}{BWD_LAST}{c}_run1.csv"))
-    rs, ss = rows(f("bench"), mode="bench_backward"), rows(f("sdpa"), mode="bench_backward")
+def vs_cudnn(bench, sdpa, D=128, kernels=None):
+    """{N: (best kernel / cuDNN in %, the best kernel's TFLOP/s, cuDNN's)} from a backward bench and its SDPA run; the
+    best of `kernels`, or of every kernel the bench timed."""
+    rs, ss = rows(bench, mode="bench_backward"), rows(sdpa, mode="bench_backward")
     out = {}
     for N in NS:
-        best = max(tf(pick(rs, kernel=k, N=N, D=D)) for k in run_kernels(rs))
+        best = max(tf(pick(rs, kernel=k, N=N, D=D)) for k in (kernels or run_kernels(rs)))
         cud = tf(pick(ss, kernel=-3, N=N, D=D))
         out[N] = (100 * best / cud, best, cud)
     return out
+
+
+def last_vs_cudnn(causal, D=128, run=2):
+    """vs_cudnn of kernels 13-15 in their run 2 (the gallery's) or run 1 (backward/runs/*_run1.csv)."""
+    c = "_causal" if causal else ""
+    f = (lambda w: f"{w}{BWD_LAST}{c}.csv") if run == 2 else (lambda w: f05(f"backward/runs/{w}{BWD_LAST}{c}_run1.csv"))
+    return vs_cudnn(f("bench"), f("sdpa"), D)
 
 
 @part("s05-backward-last")
@@ -263,23 +268,18 @@ def backward_last():
             source(f"sdpa{BWD_LAST}.csv", "cuDNN") + "; each also with `--causal`</sub>")
 
 
-# A third run of backward kernel 15 beside cuDNN, every N (its call also ran a kernel 16 that was not landed).
+# A third run of backward kernel 15 beside cuDNN, every N (its call also ran a kernel 16 that was not landed: left out).
 BWD_THIRD = "backward/runs/waits_asleep_tried/"
-
-
-def third_run_vs_cudnn(D=128):
-    """{N: kernel 15 / cuDNN in %} at D = 128, not causal, in the third run."""
-    rs = rows(f05(BWD_THIRD + "bench_backward_b15_16_h200_fp16.csv"), mode="bench_backward")
-    ss = rows(f05(BWD_THIRD + "sdpa_backward_h200_fp16.csv"), mode="bench_backward")
-    return {N: 100 * tf(pick(rs, kernel=15, N=N, D=D)) / tf(pick(ss, kernel=-3, N=N, D=D)) for N in NS}
 
 
 @part("s05-backward-gap")
 def backward_gap():
     """How far the best backward at D = 128 trails cuDNN at its worst N, not causal, in any of the three runs (the
     README's "where cuDNN leads": an error if it leads nowhere)."""
-    ratios = [r for run in (1, 2) for r, _, _ in last_vs_cudnn(0, run=run).values()]
-    gap = 100 - min(ratios + list(third_run_vs_cudnn().values()))
+    third = vs_cudnn(f05(BWD_THIRD + "bench_backward_b15_16_h200_fp16.csv"), f05(BWD_THIRD + "sdpa_backward_h200_fp16.csv"),
+                     kernels=(15,))
+    runs = [last_vs_cudnn(0, run=1), last_vs_cudnn(0, run=2), third]
+    gap = 100 - min(r for run in runs for r, _, _ in run.values())
     if gap <= 0:
         raise DataError(f"bench{BWD_LAST}.csv, {BWD_THIRD}: cuDNN leads at no N in any run; the README's sentence says it does")
     return fmt(gap, 1)
