@@ -69,6 +69,16 @@ __device__ __forceinline__ void tickets_done(unsigned slot)
     }
 }
 
+/* Causal tickets come longest first inside groups of heads (tile_order.cuh's ticket_tile). Heads per group: as many
+ * as fit their K and V (4 N D bytes a head) into `bytes`, but at least two row tiles per SM in a group (longest first
+ * needs a queue to balance), and at most the BH heads there are. */
+static long group_heads(long bytes, long N, long D, long row_tiles, long sms, long BH)
+{
+    long G = bytes / (4 * N * D);
+    if (G * row_tiles < 2L * sms) G = (2L * sms + row_tiles - 1) / row_tiles;
+    return G > BH ? BH : G;
+}
+
 template <int D, typename T> struct Persistent : Pingpong<D, T> {
     using C = K13<D>;
 
@@ -192,6 +202,13 @@ template <int D, typename T> struct Persistent : Pingpong<D, T> {
         if (b.wg == 0) b.my_turn();               // the turn warpgroup 1 handed over after its last item
     }
 
+    /* Causal: the heads of a group of tickets (tile_order.cuh's ticket_tile), so that a group's K and V fill half of L2
+     * (kernel 26: whole rounds of the SMs). */
+    static long heads_per_group(long l2, long N, long row_tiles, long sms, long BH)
+    {
+        return group_heads(l2 / 2, N, D, row_tiles, sms, BH);
+    }
+
     template <class Self>
     static int launch(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H, long N,
                       int dtype, int causal, cudaStream_t s);
@@ -242,11 +259,7 @@ int Persistent<D, T>::launch(int id, const void *q, const void *k, const void *v
         return -1;
     }
     const long grid = items < sms ? items : sms;
-    /* causal: heads per group, so that a group's K and V (4 N D bytes a head) fill half of L2, and at least two row
-     * tiles per SM in a group (tile_order.cuh) */
-    long G = (l2 / 2) / (4 * N * D);
-    if (G * row_tiles < 2L * sms) G = (2L * sms + row_tiles - 1) / row_tiles;
-    if (G > B * H) G = B * H;
+    const long G = Self::heads_per_group(l2, N, row_tiles, sms, B * H);   // causal: heads per group
     const float scale_log2 = softmax_scale_log2(D);
     wgmma_persist<D, T, Self><<<(unsigned)grid, C::THREADS, C::bytes_persist, s>>>(
         (const T *)q, (T *)o, Lp, N, row_tiles, causal, scale_log2, maps.k, maps.v, qmaps.k, B * H, G, g_slot);
