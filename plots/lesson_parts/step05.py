@@ -7,8 +7,9 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
   sdpa_h200_fp16.csv         plots/sdpa_reference.py: FlashAttention-2 and cuDNN at the same shapes, the same call
   bench_backward_h200_fp16.csv, sdpa_backward_h200_fp16.csv     the backward, the same way
   bench_backward_b2_15_h200_fp16.csv  every backward kernel at N = 512..4096 (--seq 4096): the kernel-by-kernel table
-  bench_short_h200_fp16[_causal].csv, sdpa_short_h200_fp16[_causal].csv:
-                             N = 512..2048 (--bench --seq 2048), causal and not, kernels and SDPA in one call
+  bench_short_h200_fp16.csv, sdpa_short_h200_fp16.csv:
+                             N = 512..2048 (--bench --seq 2048), kernels and SDPA in one call; causal: kernels 23
+                             and 26 in 05_cuda_fused/forward/runs/k26_rounds/ (kernels 12-23: the gallery's _causal)
   bench_backward_b13_15_h200_fp16[_causal].csv, sdpa_backward_b13_15_h200_fp16[_causal].csv: backward kernels 13-15
                              and SDPA at every N, causal and not, one call (the short table's backward columns too)
   05_cuda_fused/*/runs/h200_ncu_*: Nsight Compute's reports beside cuDNN's (the instructions each kernel executed)
@@ -198,6 +199,9 @@ def short_vs():
         c = "_causal" if causal else ""
         if kind:   # the backward: the run of kernels 13-15 at every N, its N <= 2048
             bench, sdpa = f"bench{BWD_LAST}{c}.csv", f"sdpa{BWD_LAST}{c}.csv"
+        elif causal:   # the causal forward: kernels 23 and 26 beside cuDNN, one call
+            bench, sdpa = (f05(f"forward/runs/k26_rounds/{w}_short_{k}h200_fp16_causal.csv") for w, k in
+                           (("bench", "k23_26_"), ("sdpa", "")))
         else:
             bench, sdpa = (f"{w}_short_h200_fp16{c}.csv" for w in ("bench", "sdpa"))
         names += [bench, sdpa]
@@ -213,12 +217,15 @@ def short_vs():
     if len(machines) != 1:
         raise DataError(f"{', '.join(names)}: not one machine ({machines})")
     cmds = [command(names[x]) for x in (0, 1)]
+    causal_kernels = re.search(r"--kernel (\S+)", command(names[2])).group(1)
+    if re.sub(r" --(causal|kernel \S+)", "", command(names[2])) != re.sub(r" --kernel \S+", "", cmds[0]):
+        raise DataError(f"{names[2]}: not {names[0]}'s command with --causal and its own --kernel")
     links = ", ".join(f"[{x + 1}](%GALLERY%/{n})" for x, n in enumerate(names[:4]))
     return (table(["", "N", "forward", "causal", "backward", "causal"], list(body.values()),
                   ["---", "---:", "---:", "---:", "---:", "---:"]) +
             f"\n\n<sub>the best kernel / cuDNN, TFLOP/s, fp16, in bold where cuDNN is ahead; {machines.pop()}: " +
-            "; ".join(f"`{c}`" for c in cmds) + f", each also with `--causal` (runs {links}); the backward: the runs of "
-            "B13-B15's table below</sub>")
+            "; ".join(f"`{c}`" for c in cmds) + f", each also with `--causal` (the forward then `--kernel "
+            f"{causal_kernels}`; runs {links}); the backward: the runs of B13-B15's table below</sub>")
 
 
 # --- the backward ------------------------------------------------------------------------------------------------
