@@ -7,8 +7,8 @@
  * to its shortest, at the group's end. Kernel 18 sizes G by bytes alone: the group's K and V fill half of L2. Two
  * things that rule leaves out:
  *     each row tile also reads its Q and writes its O, as many bytes as its share of K and V, through the same L2;
- *     the SMs take the tickets a round at a time (132 on the H200), and when G times the row tiles is not a whole
- *     number of rounds, the rounds straddle two tile lengths and two groups.
+ *     the blocks, one per SM, take the tickets in rounds (132 on the H200), at first in step; when G times the row
+ *     tiles is not a whole number of rounds, a round straddles two tile lengths and two groups.
  * Here a group is whole rounds: u heads make one (u = SMs / gcd(row tiles, SMs): 33 on the H200 at every N), and G is
  * the most rounds whose K and V fit a third of L2 (fp16, 60 MiB: 132 heads at D = 64, N = 512, where kernel 23 takes
  * 240); where not one round fits a third, one round if its K and V and a round's Q and O fit in L2 (33 heads at D =
@@ -28,9 +28,9 @@
  *
  * Measured: H200, fp16, causal, over kernel 23 in the same call (N = 512 ... 2048 in two runs, longer N in one):
  * +2.0% to +2.6% up to N = 2048 and +2.7% at 4096 (D = 64), +4.4% to +5.9% up to N = 2048 (D = 128); from N = 8192
- * (D = 64) and 4096 (D = 128), where G is kernel 23's, -0.2% to +0.4%. Beside cuDNN: 95.6% / 100.1% / 101.5% at N = 512 / 1024 / 2048 (D = 64)
- * and 100.1% / 105.7% / 110.8% (D = 128), where kernel 23 is at 93.7% / 97.9% / 99.5% and 94.5% / 101.3% /
- * 104.9%; the sweep, the runs and the rule that lost at long N: RESULTS.md#kernel-26.
+ * (D = 64) and 4096 (D = 128), where G is kernel 23's, -0.2% to +0.4%. Beside cuDNN: 95.6% / 100.1% / 101.5% at
+ * N = 512 / 1024 / 2048 (D = 64) and 100.1% / 105.7% / 110.8% (D = 128), where kernel 23 is at 93.7% / 97.9% /
+ * 99.5% and 94.5% / 101.3% / 104.9%; the sweep, the runs and the rule that lost at long N: RESULTS.md#kernel-26.
  */
 #ifndef RUNG
 #define RUNG 26 // this file is the one compiled: its launcher and registry entry (the end) are built
