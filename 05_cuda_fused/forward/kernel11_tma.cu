@@ -12,7 +12,7 @@
  * swizzle arithmetic, then a wait and a proxy fence per thread.
  *
  * What it costs: a tensor map per K and V, made on the host with the driver's cuTensorMapEncodeTiled (tma_map.cuh,
- * shared with kernels 12-23) and passed by value as a __grid_constant__ parameter; two mbarriers in shared memory; one
+ * shared with kernels 12-23 and 26) and passed by value as a __grid_constant__ parameter; two mbarriers in shared memory; one
  * thread's issue. Everything else is kernel 10's, repeated on purpose so the file reads alone (the launch too: the
  * tensor maps make its signature differ from launch_tc.cuh's). Built only for sm_90a, like kernel 10.
  *

@@ -9,12 +9,12 @@
  *     each row tile also reads its Q and writes its O, as many bytes as its share of K and V, through the same L2;
  *     the blocks, one per SM, take the tickets in rounds (132 on the H200), at first in step; when G times the row
  *     tiles is not a whole number of rounds, a round straddles two tile lengths and two groups.
- * Here a group is whole rounds: u heads make one (u = SMs / gcd(row tiles, SMs): 33 on the H200 at every N), and G is
- * the most rounds whose K and V fit a third of L2 (fp16, 60 MiB: 132 heads at D = 64, N = 512, where kernel 23 takes
- * 240); where not one round fits a third, one round if its K and V and a round's Q and O fit in L2 (33 heads at D =
- * 128, N = 2048, kernel 23's 30); beyond that (N = 4096 and up, but D = 64 at 4096) kernel 18's half of L2. The
- * kernel's code is kernel 23's instruction for instruction (cuobjdump, sm_90a): only the launcher's G changes, and O
- * and L are kernel 14's bit for bit (--check compares them).
+ * Here a group is whole rounds: u heads make one (u = SMs / gcd(row tiles, SMs): 33 on the H200 at the bench's N),
+ * and G is the most rounds whose K and V fit a third of L2 (fp16, 60 MiB: 132 heads at D = 64, N = 512, where kernel
+ * 23 takes 240); where not one round fits a third, one round if its K and V and a round's Q and O fit in L2 (33 heads
+ * at D = 128, N = 2048, kernel 23's 30); beyond that (N = 4096 and up, but D = 64 at 4096) kernel 18's half of L2.
+ * The kernel's code is kernel 23's instruction for instruction (cuobjdump, sm_90a): only the launcher's G changes, and
+ * O and L are kernel 14's bit for bit (--check compares them).
  *
  * Why: at causal N = 512, D = 64 (H200, Nsight Compute) kernel 23 keeps DRAM busy 10% more cycles than cuDNN's
  * forward for the same work (185.8 k against 168.9 k), and its launch is 5% longer. G swept by hand on kernel 23
@@ -43,7 +43,7 @@ template <int D, typename T> struct SmRounds : BitMask<D, T> {
     /* Heads per causal group: whole rounds of the SMs, their K and V in a third of L2. u heads make a round (u times
      * the row tiles is a multiple of the SMs): take the most rounds whose K and V fit a third of L2; where not one
      * does, one round if its K and V fit in L2 beside one round's Q and O; where not even that, kernel 18's half of L2
-     * (the long N, where a round's heads alone overflow L2). */
+     * (the long N, where a round's K, V, Q and O overflow L2). */
     static long heads_per_group(long l2, long N, long row_tiles, long sms, long BH)
     {
         const long head = 4 * N * D;                                   // a head's K and V, fp16 or bf16

@@ -217,15 +217,18 @@ def short_vs():
     if len(machines) != 1:
         raise DataError(f"{', '.join(names)}: not one machine ({machines})")
     cmds = [command(names[x]) for x in (0, 1)]
-    causal_kernels = re.search(r"--kernel (\S+)", command(names[2])).group(1)
-    if re.sub(r" --(causal|kernel \S+)", "", command(names[2])) != re.sub(r" --kernel \S+", "", cmds[0]):
+    causal_kernels = re.search(r"--kernel (\S+)", command(names[2]))
+    bare = re.sub(r" --(causal|kernel \S+)", "", command(names[2]))   # the causal forward's command, less those two
+    if not causal_kernels or bare != re.sub(r" --kernel \S+", "", cmds[0]):
         raise DataError(f"{names[2]}: not {names[0]}'s command with --causal and its own --kernel")
+    if command(names[3]).replace(" --causal", "") != cmds[1]:
+        raise DataError(f"{names[3]}: not {names[1]}'s command with --causal")
     links = ", ".join(f"[{x + 1}](%GALLERY%/{n})" for x, n in enumerate(names[:4]))
     return (table(["", "N", "forward", "causal", "backward", "causal"], list(body.values()),
                   ["---", "---:", "---:", "---:", "---:", "---:"]) +
             f"\n\n<sub>the best kernel / cuDNN, TFLOP/s, fp16, in bold where cuDNN is ahead; {machines.pop()}: " +
             "; ".join(f"`{c}`" for c in cmds) + f", each also with `--causal` (the forward then `--kernel "
-            f"{causal_kernels}`; runs {links}); the backward: the runs of B13-B15's table below</sub>")
+            f"{causal_kernels.group(1)}`; runs {links}); the backward: the runs of B13-B15's table below</sub>")
 
 
 # --- the backward ------------------------------------------------------------------------------------------------
