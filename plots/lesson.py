@@ -193,8 +193,10 @@ def render(name, md_path):
     if name not in PARTS:
         raise DataError(f"no generated part named '{name}' in plots/lesson_parts/")
     text = str(PARTS[name]())
-    rel = os.path.relpath(GALLERY, os.path.dirname(os.path.join(ROOT, md_path)))
-    return text.replace("%GALLERY%", rel)
+    here = os.path.dirname(os.path.join(ROOT, md_path))
+    # the link from the README to the file, also for a run kept outside the gallery (05_cuda_fused/*/runs/)
+    return re.sub(r"%GALLERY%/([^)\s`]+)",
+                  lambda m: os.path.relpath(os.path.normpath(os.path.join(GALLERY, m.group(1))), here), text)
 
 
 def process(md_path, write):
