@@ -278,7 +278,7 @@ def backward_last():
             source(f"sdpa{BWD_LAST}.csv", "cuDNN") + "; each also with `--causal`</sub>")
 
 
-# A third run of backward kernel 15 beside cuDNN, every N (its call also ran a kernel 16 that was not landed: left out).
+# A third run of backward kernel 15 beside cuDNN at every N (the same bench timed a kernel 16 that did not land: left out).
 BWD_THIRD = "backward/runs/waits_asleep_tried/"
 
 
