@@ -28,6 +28,22 @@ echo "== the timer's check (common/timer_check.sh against a stand-in ./step05: i
 sh common/timer_check_test.sh >"$log" 2>&1
 cat "$log"
 pass=$((pass + $(grep -c '^PASS ' "$log"))); fail=$((fail + $(grep -c '^FAIL ' "$log")))
+echo "== the watchdog (a kernel that never ends must end its program with a FAIL line and exit 1, not hang it)"
+# FA_PLANT_HANG=1 (common/gpu.cu) makes step 05's first wait on the GPU wait behind a kernel that spins for ten
+# deadlines (20 s): the watchdog must end the program at its 2 s deadline with its FAIL line. timeout is the guard of
+# the guard: a broken watchdog must not hang make check either.
+t0=$(date +%s)
+FA_WATCHDOG_S=2 FA_PLANT_HANG=1 timeout 120 ./step05 --check --kernel 1 >"$log" 2>&1
+rc=$? t=$(( $(date +%s) - t0 ))
+if [ "$rc" -eq 77 ]; then
+    echo "SKIP watchdog: no CUDA device (or no CUDA in this build)"; skip=$((skip + 1))
+elif [ "$rc" -eq 1 ] && grep -q '^FAIL watchdog: ' "$log" && [ "$t" -lt 15 ]; then
+    echo "PASS watchdog: a kernel planted to spin for 20 s under a 2 s deadline ended ./step05 --check after $t s, exit 1: $(grep '^FAIL watchdog: ' "$log" | cut -c 6-90)..."
+    pass=$((pass + 1))
+else
+    echo "FAIL watchdog: a kernel planted to spin for 20 s under a 2 s deadline: exit $rc after $t s, $(grep -c '^FAIL watchdog: ' "$log") watchdog lines"
+    fail=$((fail + 1))
+fi
 echo "== the kernel ladder (make idea: every kernel extends the kernel its registry entry names, and shows code of its own)"
 sh 05_cuda_fused/host/idea.sh --check >"$log" 2>&1
 cat "$log"

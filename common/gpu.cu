@@ -7,10 +7,119 @@
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <pthread.h>
+#include <unistd.h>
 
 #include "common.h"
 
 static int g_avail = -1;
+
+/* --- the watchdog ---------------------------------------------------------------------------------------------
+ *
+ * A kernel that never ends (a persistent kernel whose producer and consumers disagree on the schedule: the consumers
+ * wait for a tile nobody loads) leaves the host waiting forever at its next sync: a check would print nothing and
+ * never end. So every wait of this file (a sync, a copy back, the timer's events) runs under a deadline kept by a
+ * thread of its own: past it the program prints one FAIL line naming the wait and exits with 1, as a failed check
+ * does. The kernel cannot be stopped from the host; ending the process is what frees the GPU.
+ *   FA_WATCHDOG_S=S   the deadline in seconds (default 120; 0: no watchdog). make sanitize sets a longer one:
+ *                     compute-sanitizer's racecheck runs a kernel hundreds of times slower.
+ *   FA_PLANT_HANG=1   the planted error of the watchdog's own check (common/check.sh): the first sync waits behind a
+ *                     kernel that spins for ten deadlines, so the watchdog must fire first. */
+enum { WATCHDOG_DEFAULT_S = 120 };
+static pthread_mutex_t g_wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_wd_cv;
+static int g_wd_state = -1;        /* -1 not set up, 0 off (FA_WATCHDOG_S=0), 1 idle, 2 armed */
+static double g_wd_s;
+static const char *g_wd_what;
+static struct timespec g_wd_at;    /* the deadline, on CLOCK_MONOTONIC */
+
+static int wd_passed(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+}
+
+static void *wd_main(void *)
+{
+    pthread_mutex_lock(&g_wd_mu);
+    for (;;) {
+        if (g_wd_state != 2) {
+            pthread_cond_wait(&g_wd_cv, &g_wd_mu);
+        } else if (pthread_cond_timedwait(&g_wd_cv, &g_wd_mu, &g_wd_at) == ETIMEDOUT && g_wd_state == 2 &&
+                   wd_passed(&g_wd_at)) {
+            /* the main thread is inside the CUDA runtime, not stdio: its lines so far go out first */
+            fflush(stdout);
+            printf("FAIL watchdog: %s waited %g s for the GPU: a kernel that never ends (a hang); the check after the "
+                   "last line above launched it (FA_WATCHDOG_S sets the deadline)\n", g_wd_what, g_wd_s);
+            fflush(stdout);
+            _exit(1);
+        }
+    }
+    return NULL;
+}
+
+__global__ void timer_spin(unsigned long long ns);
+
+static void wd_setup(void)
+{
+    const char *s = getenv("FA_WATCHDOG_S");
+    char *end = NULL;
+    g_wd_s = WATCHDOG_DEFAULT_S;
+    if (s) {
+        errno = 0;
+        g_wd_s = strtod(s, &end);
+        if (errno || end == s || *end || !(g_wd_s >= 0 && g_wd_s <= 86400))
+            usage_error("FA_WATCHDOG_S=%s: expected seconds in [0, 86400] (0: no watchdog)", s);
+    }
+    g_wd_state = 0;
+    if (g_wd_s == 0) return;
+    pthread_condattr_t a;
+    pthread_t t;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&g_wd_cv, &a);
+    pthread_condattr_destroy(&a);
+    if (pthread_create(&t, NULL, wd_main, NULL) != 0) {
+        fprintf(stderr, "%s: no thread for the watchdog: waits on the GPU have no deadline\n", g_prog);
+        return;
+    }
+    pthread_detach(t);
+    g_wd_state = 1;
+    const char *h = getenv("FA_PLANT_HANG");
+    if (h && strcmp(h, "1") == 0) {
+        timer_spin<<<1, 1>>>((unsigned long long)(10 * g_wd_s * 1e9));
+        CUDA_CHECK_LAST();
+    }
+}
+
+/* The deadline for one wait on the GPU (what names it in the FAIL line), and its end. */
+static void wd_arm(const char *what)
+{
+    if (g_wd_state < 0) wd_setup();
+    if (g_wd_state == 0) return;
+    pthread_mutex_lock(&g_wd_mu);
+    clock_gettime(CLOCK_MONOTONIC, &g_wd_at);
+    const double at = g_wd_at.tv_nsec * 1e-9 + g_wd_s;
+    g_wd_at.tv_sec += (time_t)at;
+    g_wd_at.tv_nsec = (long)((at - (double)(time_t)at) * 1e9);
+    g_wd_what = what;
+    g_wd_state = 2;
+    pthread_cond_signal(&g_wd_cv);
+    pthread_mutex_unlock(&g_wd_mu);
+}
+
+static void wd_done(void)
+{
+    if (g_wd_state <= 0) return;
+    pthread_mutex_lock(&g_wd_mu);
+    g_wd_state = 1;
+    pthread_mutex_unlock(&g_wd_mu);
+}
+
+/* CUDA_CHECK(call) under the watchdog */
+#define WAITED(what, call) do { wd_arm(what); CUDA_CHECK(call); wd_done(); } while (0)
 
 /* The __CUDA_ARCH__ the driver picked for this binary on this device (the probe is built like every kernel), and
  * whether that code has Hopper's own instructions (sm_90a: __CUDA_ARCH_FEAT_SM90_ALL; a plain sm_90 build has not). */
@@ -290,12 +399,12 @@ extern "C" void dupload_into(void *d, const float *h, size_t n, int dtype)
 {
     size_t esz = dtype_size(dtype);
     if (dtype == DT_FP32) {
-        CUDA_CHECK(cudaMemcpy(d, h, n * esz, cudaMemcpyHostToDevice));
+        WAITED("an upload", cudaMemcpy(d, h, n * esz, cudaMemcpyHostToDevice));
         return;
     }
     uint16_t *t = (uint16_t *)xmalloc(n * esz, "upload");
     for (size_t i = 0; i < n; i++) t[i] = dtype == DT_FP16 ? f32_to_f16(h[i]) : f32_to_bf16(h[i]);
-    CUDA_CHECK(cudaMemcpy(d, t, n * esz, cudaMemcpyHostToDevice));
+    WAITED("an upload", cudaMemcpy(d, t, n * esz, cudaMemcpyHostToDevice));
     tfree(t);
 }
 
@@ -311,22 +420,22 @@ extern "C" void dzero(void *d, size_t bytes) { CUDA_CHECK(cudaMemset(d, 0, bytes
 extern "C" void *dupload_bytes(const void *h, size_t bytes, const char *what)
 {
     void *d = dmalloc(bytes, what);
-    CUDA_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    WAITED("an upload", cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
     return d;
 }
 
-extern "C" void ddownload_bytes(void *h, const void *d, size_t bytes) { CUDA_CHECK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost)); }
+extern "C" void ddownload_bytes(void *h, const void *d, size_t bytes) { WAITED("a download", cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost)); }
 
 extern "C" int *dupload_int(const int *h, size_t n, const char *what) { return (int *)dupload_bytes(h, n * sizeof(int), what); }
 
 extern "C" void ddownload(float *h, const void *d, size_t n, int dtype)
 {
     if (dtype == DT_FP32) {
-        CUDA_CHECK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+        WAITED("a download", cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
         return;
     }
     uint16_t *t = (uint16_t *)xmalloc(n * 2, "download");
-    CUDA_CHECK(cudaMemcpy(t, d, n * 2, cudaMemcpyDeviceToHost));
+    WAITED("a download", cudaMemcpy(t, d, n * 2, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i++) h[i] = dtype == DT_FP16 ? f16_to_f32(t[i]) : bf16_to_f32(t[i]);
     tfree(t);
 }
@@ -337,7 +446,7 @@ extern "C" void dpoison(void *d, size_t n, int dtype)
      * alike: exponent all ones, mantissa non-zero. */
     (void)dtype;
     CUDA_CHECK(cudaMemset(d, 0xFF, n * dtype_size(dtype)));
-    CUDA_CHECK(cudaDeviceSynchronize());
+    WAITED("a poisoning", cudaDeviceSynchronize());
 }
 
 /* --- the timer -----------------------------------------------------------------------------------------------
@@ -415,7 +524,7 @@ static double sample_ms(void (*fn)(void *), void *ctx, cudaEvent_t a, cudaEvent_
     host_wait_us(g_planted_us);
     fn(ctx);
     CUDA_CHECK(cudaEventRecord(b));
-    CUDA_CHECK(cudaEventSynchronize(b));
+    WAITED("a timed sample", cudaEventSynchronize(b));
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
     return ms;
@@ -432,7 +541,7 @@ extern "C" double gpu_time_median_ms(void (*fn)(void *), void *ctx, int warmup, 
     CUDA_CHECK(cudaEventCreate(&a));
     CUDA_CHECK(cudaEventCreate(&b));
     for (int w = 0; w < warmup; w++) fn(ctx);
-    CUDA_CHECK(cudaDeviceSynchronize());
+    WAITED("the timer's warm-up", cudaDeviceSynchronize());
     for (int r = 0; r < repeat; r++) t[r] = sample_ms(fn, ctx, a, b, round++);
     CUDA_CHECK(cudaEventDestroy(a));
     CUDA_CHECK(cudaEventDestroy(b));
@@ -451,7 +560,7 @@ extern "C" void gpu_time_interleaved_ms(void (*const *fn)(void *), void *const *
     tfree(t);
 }
 
-extern "C" void gpu_sync_check(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+extern "C" void gpu_sync_check(void) { WAITED("a sync", cudaDeviceSynchronize()); }
 
 struct GpuGraph { cudaGraph_t graph; cudaGraphExec_t exec; };
 

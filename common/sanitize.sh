@@ -13,6 +13,9 @@
 #   TOOLS="memcheck racecheck" sh common/sanitize.sh ...                (default: all four tools)
 # make sanitize PARTS="decode fp8" TOOLS=memcheck passes them on.
 EMU=${GPU_AS:+--gpu-as $GPU_AS}
+# compute-sanitizer's racecheck runs a kernel hundreds of times slower: the watchdog's deadline for one wait on the
+# GPU (common/gpu.cu) is 30 minutes here, not 2
+export FA_WATCHDOG_S=${FA_WATCHDOG_S:-1800}
 set -f   # the parts and tools are words, never file patterns
 TOOLS=$(echo $TOOLS)
 TOOLS=${TOOLS:-memcheck racecheck initcheck synccheck}
