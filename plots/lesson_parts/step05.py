@@ -9,7 +9,8 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
   bench_backward_b2_15_h200_fp16.csv  every backward kernel at N = 512..4096 (--seq 4096): the kernel-by-kernel table
   bench_short_h200_fp16.csv, sdpa_short_h200_fp16.csv:
                              N = 512..2048 (--bench --seq 2048), kernels and SDPA in one call; causal: kernels 23
-                             and 26 in 05_cuda_fused/forward/runs/k26_rounds/ (kernels 12-23: the gallery's _causal)
+                             and 26 in 05_cuda_fused/forward/runs/k26_rounds/, the latest of their two calls (*_run3)
+                             (kernels 12-23: the gallery's _causal)
   bench_backward_b13_15_h200_fp16[_causal].csv, sdpa_backward_b13_15_h200_fp16[_causal].csv: backward kernels 13-15
                              and SDPA at every N, causal and not, one call (the short table's backward columns too)
   05_cuda_fused/*/runs/h200_ncu_*: Nsight Compute's reports beside cuDNN's (the instructions each kernel executed)
@@ -200,7 +201,7 @@ def short_vs():
         if kind:   # the backward: the run of kernels 13-15 at every N, its N <= 2048
             bench, sdpa = f"bench{BWD_LAST}{c}.csv", f"sdpa{BWD_LAST}{c}.csv"
         elif causal:   # the causal forward: kernels 23 and 26 beside cuDNN, one call
-            bench, sdpa = (f05(f"forward/runs/k26_rounds/{w}_short_{k}h200_fp16_causal.csv") for w, k in
+            bench, sdpa = (f05(f"forward/runs/k26_rounds/{w}_short_{k}h200_fp16_causal_run3.csv") for w, k in
                            (("bench", "k23_26_"), ("sdpa", "")))
         else:
             bench, sdpa = (f"{w}_short_h200_fp16{c}.csv" for w in ("bench", "sdpa"))
