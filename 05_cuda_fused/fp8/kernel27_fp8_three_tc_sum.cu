@@ -14,11 +14,12 @@
  * D = 64 from N = 4096, +4-5% at D = 128).
  * What it costs: 4 small wgmma a tile (N = 8, 1/8 of P V's work at D = 64), 1 KB of shared memory, 2 registers.
  * Built only for sm_90a.
- * Measured: H200, D = 64, against kernel 15 in the same run (two runs): +1.1% / +1.5% / +1.4% at N = 4096 / 8192 /
- * 16384 (571-572, 632-633, 644-650 TFLOP/s), the fastest FP8 kernel at D = 64 from N = 2048; -2.8% at N = 512. Far
- * less than kernel 24's +11-13% over kernel 17: kernel 15 waits out each product before its softmax, so the adds it
- * no longer makes were only part of a chain the tensor cores' latency also sets. At D = 128 (two warpgroups) the
- * extra products cost 4-6% against kernel 15, and kernel 24 stays the one to run. The runs: fp8/RESULTS.md#kernel-27.
+ * Measured: H200, D = 64, against kernel 15 in the same run (three runs): +1.1% to +1.5% at N = 4096 to 16384
+ * (571-575, 632-633, 644-650 TFLOP/s), the fastest FP8 kernel at D = 64 from N = 2048; -2.9% at N = 512. A tenth of
+ * kernel 24's gain over kernel 17: kernel 15 waits out each product before its softmax, so its issue slots were not
+ * the wall (Nsight Compute: 11.6% fewer instructions, 1.7% less time, the warps waiting longer instead). At D = 128
+ * (two warpgroups) the extra products cost 3-6% against kernel 15, and kernel 24 stays the one to run there. The
+ * runs and the profile: fp8/RESULTS.md#kernel-27.
  */
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
