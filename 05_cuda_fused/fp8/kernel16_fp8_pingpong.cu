@@ -1,5 +1,5 @@
 /*
- * Kernel 16: kernel 15 on kernel 14's schedule; the body of kernels 17 and 24.
+ * Kernel 16: kernel 15 on kernel 14's schedule; the body of kernels 17, 24 and 28.
  *
  * Extends kernel 15 (kernel15_fp8.cu). The idea: in FP8 the products take half the time, so the softmax, which does
  * not get faster, is an even larger share of each tile, and hiding it matters more than in 16 bits. Kernel 15 runs
@@ -18,10 +18,11 @@
  * (K and V are released apart), the turns' barriers, and at D = 64 kernel 15's third consumer warpgroup (two here
  * at both D, as kernel 13 against kernel 12 in 16 bits). Built only for sm_90a.
  *
- * The body, fp8_pingpong<D, P>, is kernels 17 and 24's too: it calls its policy P where they change it, and
+ * The body, fp8_pingpong<D, P>, is kernels 17, 24 and 28's too: it calls its policy P where they change it, and
  * Fp8PingPong holds kernel 16's code for each hook: init_smem (shared memory of the policy's own), exp2_score (one
- * score's exponential: kernel 17 computes some on the FMA pipes) and RowSums (how l is kept: kernel 24 leaves it to
- * the tensor cores).
+ * score's exponential: kernel 17 computes some on the FMA pipes), RowSums (how l is kept: kernel 24 leaves it to
+ * the tensor cores), consumers and Turns (how many warpgroups, and whether they take turns: kernel 28 runs three at
+ * D = 64, each on its own).
  *
  * Measured: H200, D = 128, N = 4096 / 16384: +6% / +8% over kernel 15 (778.5 / 790.0 TFLOP/s); at D = 64 15% slower
  * (475.6 against 560.8 at N = 4096), where kernel 15 runs three consumer warpgroups; the runs and the profile:
@@ -47,18 +48,31 @@
 
 /* The tiles at head dim D, the same for every policy P but for P's own shared memory (its hooks: below). */
 template <int D, class P> struct Fp8PP {
-    static constexpr int NWG = 2;                         // consumer warpgroups, 64 rows each (FP8_QBLOCK)
+    static constexpr int NWG = P::consumers(D);           // consumer warpgroups, 64 rows each (FP8_QBLOCK): P's
     static constexpr int BR = 64 * NWG, BC = FP8_KBLOCK, STAGES = 2;
     static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
-    static constexpr int REG_PRODUCER = 24, REG_CONSUMER = 240;
+    static constexpr int REG_PRODUCER = NWG == 2 ? 24 : 32, REG_CONSUMER = NWG == 2 ? 240 : 160;  // kernel 15's
     static constexpr int TILE = BC * D;                   // one K tile [BC][D] or V^T tile [D][BC], bytes
     static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + P::SMEM + 4 * 8 * STAGES + 1024; /* K, V^T; P's; mbarriers; alignment */
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 
-/* Kernel 16's hooks, with kernel 16's code in them. Kernels 17 and 24 derive their policies from this one (17 from
- * 16, 24 from 17) and replace the hooks their idea changes; fp8_pingpong<D, P> below calls P's. */
+/* Kernel 16's hooks, with kernel 16's code in them. Kernels 17, 24 and 28 derive their policies from this one (17
+ * from 16, 24 from 17, 28 from 24) and replace the hooks their idea changes; fp8_pingpong<D, P> below calls P's. */
 struct Fp8PingPong {
+    /* Consumer warpgroups at head dim D: two at both D, taking turns (Turns). */
+    __host__ __device__ static constexpr int consumers(int D) { return (void)D, 2; }
+    /* The turns at the tensor cores, kernel 14's ping-pong: warpgroup wg issues its products between mine() and
+     * yours(), named barriers 1 and 2 handing the tensor cores to the other; first() lets warpgroup 0 start, last()
+     * gives the other its last turn. */
+    template <int NWG> struct Turns {
+        static_assert(NWG == 2, "the ping-pong is between two warpgroups");
+        int wg;
+        __device__ __forceinline__ void mine() const { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory"); }
+        __device__ __forceinline__ void yours() const { asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (wg ^ 1)) : "memory"); }
+        __device__ __forceinline__ void first() const { if (wg == 1) yours(); }
+        __device__ __forceinline__ void last() const { if (wg == 0) yours(); }
+    };
     /* Shared memory of the policy's own, bytes, after K's and V^T's stages (1024-aligned): none. */
     static constexpr int SMEM = 0;
     /* Every thread, before the loop: fill that shared memory (smem, the block's nthreads). Nothing here. */
@@ -262,24 +276,22 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
         }
     };
 
-    const int wg = warp / 4;                      // kernel 14's turns: named barriers 1 and 2
-    auto my_turn = [&]() { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory"); };
-    auto your_turn = [&]() { asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (wg ^ 1)) : "memory"); };
-    if (wg == 1) your_turn();
+    const typename P::template Turns<C::NWG> turn{warp / 4};  // the turns at the tensor cores, as P takes them
+    turn.first();
 
     float alpha[2];
-    my_turn();
+    turn.mine();
     issue_s(0);
-    your_turn();
+    turn.yours();
     wgmma_wait<0>();
     release(stage(0, empty_k));
     softmax(0, alpha);
     rescale_and_pack(alpha);
     for (long j = 1; j < ntiles; j++) {
-        my_turn();
+        turn.mine();
         issue_s(j);                               // S_j ...
         issue_pv(j - 1);                          // ... and O += P_{j-1} V_{j-1} behind it
-        your_turn();
+        turn.yours();
         wgmma_wait<1>();                          // S_j is in; P V still running
         release(stage(j, empty_k));
         softmax(j, alpha);                        // under P_{j-1} V_{j-1}
@@ -287,9 +299,9 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
         release(stage(j - 1, empty_v));
         rescale_and_pack(alpha);
     }
-    my_turn();
+    turn.mine();
     issue_pv(ntiles - 1);
-    if (wg == 0) your_turn();
+    turn.last();
     wgmma_wait<0>();
     release(stage(ntiles - 1, empty_v));
 
@@ -315,7 +327,7 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
 
 // --- the launcher -------------------------------------------------------------------
 
-/* Kernel 16's launcher, with P's kernel: kernels 17 and 24 launch theirs with it too. */
+/* Kernel 16's launcher, with P's kernel: kernels 17, 24 and 28 launch theirs with it too. */
 template <class P> static int fp8_pingpong_launch(int id, const Fp8Args *a, void *stream)
 {
     if (wgmma_refused()) return -1;
