@@ -15,7 +15,8 @@
  * What it costs: 4 small wgmma a tile (N = 8, 1/8 of P V's work at D = 64), 1 KB of shared memory, 2 registers.
  * Built only for sm_90a.
  * Measured: H200, D = 64, against kernel 15 in the same run (three runs): +1.1% to +1.5% at N = 4096 to 16384
- * (571-575, 632-633, 644-650 TFLOP/s), the fastest FP8 kernel at D = 64 from N = 2048; -2.9% at N = 512. A tenth of
+ * (571-575, 632-633, 644-650 TFLOP/s); -2.9% at N = 512. Kernel 28 (kernel 24 on three warpgroups) is 1-2% faster
+ * still. A tenth of
  * kernel 24's gain over kernel 17: kernel 15 waits out each product before its softmax, so its issue slots were not
  * the wall (Nsight Compute: 11.6% fewer instructions, 1.7% less time, the warps waiting longer instead). At D = 128
  * (two warpgroups) the extra products cost 3-6% against kernel 15, and kernel 24 stays the one to run there. The

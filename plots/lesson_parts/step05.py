@@ -424,6 +424,30 @@ def fp8():
             f"{ceil.get('fp8', 0):.0f}; " + source(FP8) + "</sub>")
 
 
+# FP8 kernel 28 came after the gallery's FP8 run: its own run at D = 64 (every FP8 kernel in it), the first of two.
+K28_RUN = "fp8/runs/k28/bench_fp8_d64_run1.csv"
+
+
+def k28_at(N=4096):
+    rs = rows(f05(K28_RUN), mode="bench", D=64, N=N)
+    return tf(pick(rs, kernel=28)), tf(pick(rs, kernel=15))
+
+
+@part("s05-fp8-k28")
+def fp8_k28():
+    """Kernel 28's TFLOP/s at D = 64, N = 4096, in its run."""
+    return fmt(k28_at()[0])
+
+
+@part("s05-fp8-k28-vs15")
+def fp8_k28_vs15():
+    """Kernel 28 over kernel 15 (the fastest at D = 64 before it) in the same run, %; an error where it is not ahead."""
+    k28, k15 = k28_at()
+    if k28 <= k15:
+        raise DataError(f"{K28_RUN}: kernel 28 ({k28}) not ahead of kernel 15 ({k15}) at D = 64, N = 4096")
+    return fmt(100 * (k28 / k15 - 1), 1)
+
+
 @part("s05-fp8-errors")
 def fp8_errors():
     rs = rows(FP8_ERR)
