@@ -15,10 +15,10 @@
  * schedulers pick, so no warpgroup is promised the tensor cores for its products while another runs its softmax.
  * Built only for sm_90a.
  * Measured: H200, D = 64, two runs, each kernel against the others in the same run: from N = 2048 +11.0% to +16.1%
- * over kernel 24, +2.6% to +3.2% over kernel 15 (the fastest at D = 64 before), +1.1% to +2.4% over kernel 27: 583.6-583.9
- * TFLOP/s at N = 4096, 652.0-654.8 at 16384; causal +2.4% to +4.1% over kernel 15 from N = 2048. At N = 512 kernel 15
- * leads by 2.5%. At D = 128 its code is kernel 24's instruction for instruction (PTX, names aside). The runs:
- * fp8/RESULTS.md#kernel-28.
+ * over kernel 24, +2.6% to +3.2% over kernel 15 (the fastest at D = 64 before), +1.1% to +2.4% over kernel 27:
+ * 583.6-583.9 TFLOP/s at N = 4096, 652.0-654.8 at 16384; causal +2.4% to +4.1% over kernel 15 from N = 2048. At
+ * N = 512 kernel 15 leads by 2.5%. At D = 128 its code is kernel 24's instruction for instruction (PTX, names aside).
+ * The runs: fp8/RESULTS.md#kernel-28.
  */
 #ifndef RUNG
 #define RUNG 28          // this file is the one compiled: its launcher and registry entry (the end) are built
