@@ -30,7 +30,13 @@
  * ./step05 --dtype fp8 --errors). Built only for sm_90a.
  * Measured: H200, N = 4096: 735.9 TFLOP/s at D = 128, 1.14x kernel 14 in fp16 (kernel 12, which it extends, is slower
  * than 14), 560.8 at D = 64, 1.24x; the runs, checks and profile: fp8/RESULTS.md#kernel-15.
+ *
+ * The body, kernel15_fp8<D, P>, is kernel 27's too: Fp8Plain holds kernel 15's code for the two things kernel 27
+ * changes, shared memory of its own (SMEM, init_smem) and how the row sums l are kept (RowSums).
  */
+#ifndef RUNG
+#define RUNG 15          // this file is the one compiled: its launcher and registry entry (the end) are built
+#endif
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -46,18 +52,52 @@
 
 // --- the kernel ------------------------------------------------------------------
 
-template <int D> struct K15 {
+template <int D, class P> struct K15 {
     static constexpr int NWG = D == 64 ? 3 : 2;           // consumer warpgroups, 64 rows each (FP8_QBLOCK)
     static constexpr int BR = 64 * NWG, BC = FP8_KBLOCK, STAGES = 2;
     static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
     static constexpr int REG_PRODUCER = NWG == 2 ? 24 : 32, REG_CONSUMER = NWG == 2 ? 240 : 160;
     static constexpr int TILE = BC * D;                   // one K tile [BC][D] or V^T tile [D][BC], bytes
-    static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + 3 * 8 * STAGES + 1024; /* K, V^T; mbarriers; alignment */
+    static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + P::SMEM + 3 * 8 * STAGES + 1024; /* K, V^T; P's; mbarriers; alignment */
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 
-template <int D>
-__global__ void __launch_bounds__(K15<D>::THREADS, 1)
+/* Kernel 15's hooks, with kernel 15's code in them; kernel 27's policy replaces them. */
+struct Fp8Plain {
+    /* Shared memory of the policy's own, bytes, after K's and V^T's stages (1024-aligned): none. */
+    static constexpr int SMEM = 0;
+    /* Every thread, before the loop: fill that shared memory (at smem). Nothing here. */
+    template <int THREADS> __device__ static __forceinline__ void init_smem(uint32_t smem) { (void)smem; }
+    /* The row sums l of rows g and g + 8: the softmax adds them, each thread its 2 columns of every 8, a quarter of the
+     * row, the quad's four quarters added at the end. */
+    struct RowSums {
+        float l[2] = {0.0f, 0.0f};                // this thread's part of l, rows g and g + 8
+        float ls[2];                              // the tile's sum of 2^8 p
+        template <int BC> __device__ __forceinline__ void sum(const float *s)  // after the exponentials
+        {
+            ls[0] = 0.0f, ls[1] = 0.0f;
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++) { ls[0] += s[4 * n] + s[4 * n + 1]; ls[1] += s[4 * n + 2] + s[4 * n + 3]; }
+        }
+        __device__ __forceinline__ void update(const float alpha[2])  // l_new = alpha l + sum 2^8 p, before O's rescale
+        {
+#pragma unroll
+            for (int h = 0; h < 2; h++) l[h] = alpha[h] * l[h] + ls[h];
+        }
+        __device__ __forceinline__ void rescale(const float alpha[2]) { (void)alpha; }  // with O's: nothing here
+        __device__ __forceinline__ void pv(const uint32_t a[4], uint32_t smem) { (void)a, (void)smem; }  // beside P V
+        __device__ __forceinline__ float total(int h) const   // the whole row's l
+        {
+            float lr = l[h];
+#pragma unroll
+            for (int off = 1; off <= 2; off *= 2) lr += __shfl_xor_sync(0xffffffffu, lr, off);
+            return lr;
+        }
+    };
+};
+
+template <int D, class P>
+__global__ void __launch_bounds__(K15<D, P>::THREADS, 1)
 kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
              __half *__restrict__ O,          // [B, H, N, D] fp16 or bf16
              const float *__restrict__ SQ,    // [B*H][nqb]: Q's scale per 64 rows
@@ -68,13 +108,14 @@ kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
              const __grid_constant__ CUtensorMap tm_v)   // V^T as [B*H][D][Npad] bytes, keys permuted
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using C = K15<D>;
+    using C = K15<D, P>;
     constexpr int BC = C::BC, TILE = C::TILE, STAGES = C::STAGES;
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw_addr = (uint32_t)__cvta_generic_to_shared(smem_raw);  // 1024-aligned for the swizzle
     const uint32_t smem_addr = (raw_addr + 1023) & ~1023u;
-    /* [K stage 0 .. STAGES-1][V^T stage 0 .. STAGES-1], TILE bytes each, then the mbarriers */
-    const uint32_t full_k = smem_addr + 2 * STAGES * TILE, full_v = full_k + 8 * STAGES, empty = full_v + 8 * STAGES;
+    /* [K stage 0 .. STAGES-1][V^T stage 0 .. STAGES-1], TILE bytes each, P's own (P::SMEM bytes), the mbarriers */
+    const uint32_t own = smem_addr + 2 * STAGES * TILE;
+    const uint32_t full_k = own + P::SMEM, full_v = full_k + 8 * STAGES, empty = full_v + 8 * STAGES;
 
     long bh, tile;
     block_tile(row_tiles, causal, &bh, &tile);    // causal: longest first (tile_order.cuh)
@@ -91,6 +132,7 @@ kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
         }
         fence_mbar_init();
     }
+    P::template init_smem<C::THREADS>(own);
     __syncthreads();
 
     if (threadIdx.x < 128) {                      // the producer warpgroup: kernel 12's, V^T's box instead of V's
@@ -130,7 +172,8 @@ kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
     float o[D / 2];
 #pragma unroll
     for (int n = 0; n < D / 2; n++) o[n] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8, log2 units
+    float m[2] = {-INFINITY, -INFINITY};         // rows g and g + 8, log2 units
+    typename P::RowSums l;                        // l of rows g and g + 8, as P keeps it
 
     for (long j = 0; j < ntiles; j++) {
         const long j0 = j * BC;
@@ -180,9 +223,7 @@ kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
         }
 #pragma unroll
         for (int x = 0; x < BC / 2; x++) s[x] = ex2(fmaf(s[x], sl2, -bse[x % 4 / 2])); // 2^8 p, in place
-        float ls[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int n = 0; n < BC / 8; n++) { ls[0] += s[4 * n] + s[4 * n + 1]; ls[1] += s[4 * n + 2] + s[4 * n + 3]; }
+        l.template sum<BC>(s);
         uint32_t pf[BC / 32][4];                  // 2^8 p as FP8 A fragments: columns 2t, 2t+1, 2t+8, 2t+9 of each 16,
 #pragma unroll                                    // which V's permuted keys make k = 4t .. 4t+3 (fp8_key_perm)
         for (int c = 0; c < BC / 32; c++) {
@@ -192,18 +233,21 @@ kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
             pf[c][2] = pack4_e4m3(x[8], x[9], x[12], x[13]);    // row g,   keys 32c + 16 + ...
             pf[c][3] = pack4_e4m3(x[10], x[11], x[14], x[15]);  // row g+8
         }
-#pragma unroll
-        for (int h = 0; h < 2; h++) l[h] = alpha[h] * l[h] + ls[h];
+        l.update(alpha);
 #pragma unroll
         for (int n = 0; n < D / 8; n++) {         // o = alpha o ...
             o[4 * n + 0] *= alpha[0]; o[4 * n + 1] *= alpha[0];
             o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];
         }
+        l.rescale(alpha);
 
         mbar_wait(full_v + 8 * st, use);
         wgmma_fence();                            // ... + P V_j: V^T's rows are K-major, 32 keys a step
 #pragma unroll
-        for (int kk = 0; kk < BC / 32; kk++) wgmma_fp8<D>(o, pf[kk], make_desc(v_addr + kk * 32, 16, 1024), 1);
+        for (int kk = 0; kk < BC / 32; kk++) {
+            wgmma_fp8<D>(o, pf[kk], make_desc(v_addr + kk * 32, 16, 1024), 1);
+            l.pv(pf[kk], own);                    // P's product beside it, if any
+        }
         wgmma_commit();
         wgmma_wait<0>();
         __syncwarp();
@@ -214,9 +258,7 @@ kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
     const float sv = SV[bh];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        float lr = l[h];
-#pragma unroll
-        for (int off = 1; off <= 2; off *= 2) lr += __shfl_xor_sync(0xffffffffu, lr, off);
+        const float lr = l.total(h);
         const float inv = lr > 0.0f ? sv / lr : 0.0f;            // O = o s_v / l
         const long row = h ? row_g8 : row_g;
         if (row < N) {
@@ -234,22 +276,26 @@ kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
 
 // --- the launcher -------------------------------------------------------------------
 
-extern "C" const char *fp8_unavailable(void) { return wgmma_unavailable(); }
-
-static int k15_launch(const Fp8Args *a, void *stream)
+/* Kernel 15's launcher, with P's kernel: kernel 27 launches its with it too. */
+template <class P> static int fp8_plain_launch(int id, const Fp8Args *a, void *stream)
 {
     if (wgmma_refused()) return -1;
-    if (a->D == 64) return fp8_launch_d<K15<64>, 64>(kernel15_fp8<64>, 15, a, (cudaStream_t)stream);
-    if (a->D == 128) return fp8_launch_d<K15<128>, 128>(kernel15_fp8<128>, 15, a, (cudaStream_t)stream);
-    fprintf(stderr, "%s: kernel 15 takes D = 64 or 128, not %ld\n", g_prog, a->D);
+    if (a->D == 64) return fp8_launch_d<K15<64, P>, 64>(kernel15_fp8<64, P>, id, a, (cudaStream_t)stream);
+    if (a->D == 128) return fp8_launch_d<K15<128, P>, 128>(kernel15_fp8<128, P>, id, a, (cudaStream_t)stream);
+    fprintf(stderr, "%s: kernel %d takes D = 64 or 128, not %ld\n", g_prog, id, a->D);
     return -1;
 }
 
+#if RUNG == 15
+extern "C" const char *fp8_unavailable(void) { return wgmma_unavailable(); }
+
+static int k15_launch(const Fp8Args *a, void *stream) { return fp8_plain_launch<Fp8Plain>(15, a, stream); }
+
 static void k15_describe(long D, char *buf, size_t n)
 {
-    const int nwg = D == 64 ? K15<64>::NWG : K15<128>::NWG;
+    const int nwg = D == 64 ? K15<64, Fp8Plain>::NWG : K15<128, Fp8Plain>::NWG;
     snprintf(buf, n, "1 producer + %d consumer warpgroups, BR=%d BC=%d, e4m3 wgmma k=32, %zu bytes of shared memory", nwg,
-             64 * nwg, K15<64>::BC, D == 64 ? K15<64>::bytes : K15<128>::bytes);
+             64 * nwg, K15<64, Fp8Plain>::BC, D == 64 ? K15<64, Fp8Plain>::bytes : K15<128, Fp8Plain>::bytes);
 }
 
 static const Fp8Kernel kernel15 = {
@@ -258,3 +304,4 @@ static const Fp8Kernel kernel15 = {
     .launch = k15_launch, .describe = k15_describe, .unavailable = fp8_unavailable,
 };
 FP8_REGISTER(kernel15);
+#endif

@@ -6,7 +6,8 @@
  * m64n8k32 with B a block of 1.0 (1 KB of shared memory, written once), puts l_i in an accumulator beside O:
  * rescaled with O by alpha each tile (4 FMUL), never added by the softmax. The sum is over the e4m3 p that P V
  * multiplies, not over the floats before their rounding, so O = (sum p v) / (sum p) divides by the weights it used.
- * Its code is the policy below: the ones (init_smem) and l kept by the tensor cores (RowSums).
+ * Its code is the policy below: the ones (init_smem) and l kept by the tensor cores (RowSums). Kernel 27 puts the
+ * same policy on kernel 15's body, kernel 28 runs this one on three warpgroups at D = 64.
  * Why: at D = 128 the tensor cores need about 512 cycles a tile for one warpgroup's S = Q K^T and P V, and while
  * they run the other warpgroup's softmax must fit beside them: about 580 instructions a thread a tile after kernel
  * 17, on the issue slots that kernel 17's sweep found to be the next wall. 64 of them are the row sums, l += p, one
