@@ -95,7 +95,7 @@ static const FusedKernel *persistent_base(const FusedKernel *k)
  * at D = 64) a persistent kernel's blocks take several each, one after the other, so its O and L must equal its
  * base's bit for bit; the grid (at most 54 row tiles) never gives a block a second one. Causal, the heads are more
  * than one group of tickets holds on an H100 or H200 (kernel 18's G, at most 122 heads at D = 64 and 61 at D = 128
- * there), so the order across groups is checked at both D. */
+ * there; kernel 26's, 66 and 33 on the H200), so the order across groups is checked at both D. */
 static void persistent_check(const FusedKernel *kp)
 {
     const FusedKernel *kb = persistent_base(kp);

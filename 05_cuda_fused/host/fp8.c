@@ -54,7 +54,7 @@ void fp8_kernel_option_check(const Opts *o)
                 o->kernel != o->kernel_last ? "-..." : "");
 }
 
-/* The FP8 kernels as a sentence names them: "kernels 15-17, 24 and 27", or the first of them ("kernel 15") with
+/* The FP8 kernels as a sentence names them: "kernels 15-17, 24, 27 and 28", or the first of them ("kernel 15") with
  * first; in a build without CUDA, which has none, "the FP8 kernels". */
 static const char *fp8_who(int first, char *buf, size_t n)
 {

@@ -439,6 +439,13 @@ def fp8_k28():
     return fmt(k28_at()[0])
 
 
+@part("s05-fp8-k28-run")
+def fp8_k28_run():
+    """The command and the file of kernel 28's run, beside its two figures."""
+    n = f05(K28_RUN)
+    return f"`{command(n)}`, [its run](%GALLERY%/{n})"
+
+
 @part("s05-fp8-k28-vs15")
 def fp8_k28_vs15():
     """Kernel 28 over kernel 15 (the fastest at D = 64 before it) in the same run, %; an error where it is not ahead."""
