@@ -138,6 +138,7 @@ bad step05 "fp8: D 32"             --dtype fp8 --dim 32
 bad step05 "fp8 with backward"     --dtype fp8 --backward
 # (a step05 built without CUDA has no kernel list to hold an id against: every family's GPU part is a SKIP there)
 ./step05 --dtype fp8 --kernel 12 2>&1 | grep -q 'built without CUDA' || bad step05 "fp8 with kernel 12" --dtype fp8 --kernel 12
+./step05 --dtype fp8 --kernel 1-12 2>&1 | grep -q 'built without CUDA' || bad step05 "fp8 with kernels 1-12" --dtype fp8 --kernel 1-12
 bad step05 "--do without backward" --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy" --do "$tmp/ok.npy"
 bad step05 "--do without --q"     --backward --do "$tmp/ok.npy"
 bad step05 "backward files, no dO" --backward --q "$tmp/ok.npy" --k "$tmp/ok.npy" --v "$tmp/ok.npy"

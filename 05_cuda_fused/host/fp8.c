@@ -39,19 +39,23 @@ static void csv_row8(FILE *f, const char *mode, const char *dtype, int id, const
 }
 #endif
 
-/* --kernel with --dtype fp8 names one FP8 kernel (the FP8 ids are not a range of the forward's: --kernel takes one). */
+/* The FP8 kernel ids --kernel K[-M] selects: [lo, hi], every one when lo is 0 (no --kernel). */
+static int fp8_selected(long lo, long hi, int id) { return !lo || (id >= lo && id <= hi); }
+
+/* --kernel with --dtype fp8 names one FP8 kernel, or a range holding at least one (--kernel 24-28: 24, 27 and 28). */
 void fp8_kernel_option_check(const Opts *o)
 {
     KernelInfo ks[MAX_KERNELS];
     const int n = kernel_list(FAM_FP8, ks);
-    int found = 0;
-    for (int i = 0; i < n; i++) found |= ks[i].id == o->kernel;
+    int found = 0, exact = 0;
+    for (int i = 0; i < n; i++) found += fp8_selected(o->kernel, o->kernel_last, ks[i].id), exact |= ks[i].id == o->kernel;
     /* a build without CUDA has no FP8 kernel to name: as the other families, the GPU's part is then a SKIP (exit 77) */
-    if (!o->kernel || (o->kernel == o->kernel_last && found) || !n) return;
+    if (!o->kernel || !n || (o->kernel == o->kernel_last ? exact : found > 0)) return;
     char ids[256];
     kernel_ids_text(FAM_FP8, 0, " and ", ids, sizeof ids);
-    usage_error("option --kernel: the FP8 kernels are %s (one of them), not %ld%s", ids, o->kernel,
-                o->kernel != o->kernel_last ? "-..." : "");
+    if (o->kernel == o->kernel_last)
+        usage_error("option --kernel: the FP8 kernels are %s (one of them, or a range), not %ld", ids, o->kernel);
+    usage_error("option --kernel: the FP8 kernels are %s, none of them in %ld-%ld", ids, o->kernel, o->kernel_last);
 }
 
 /* The FP8 kernels as a sentence names them: "kernels 15-17, 24, 27 and 28", or the first of them ("kernel 15") with
@@ -77,6 +81,18 @@ static void make_inputs(float *q, float *k, float *v, size_t n, uint64_t seed, i
     for (int a = 0; a < 3; a++)
         for (size_t i = 0; i < n; i++)
             if (rng_uniform(&r) < 1e-3) x[a][i] *= (float)(10.0 + 90.0 * rng_uniform(&r));
+}
+
+/* Q's 64-row blocks (FP8_QBLOCK) and K's 128-row blocks (FP8_KBLOCK) of x [bh][N][D] at four amplitudes in turn,
+ * 1, 1/4, 1/2 and 1/8 (K's a step behind Q's), so that a block's scale is 2 to 8 times its neighbours': a kernel
+ * that reads another block's scale is then far off, where on make_qkv's even inputs it can stay within the
+ * tolerance. None above 1: sharper scores would make FP8's own error, and so the tolerance, grow with them. */
+static void vary_blocks(float *x, long bh, long N, long D, long rows, int step)
+{
+    static const float amp[4] = {1.0f, 0.25f, 0.5f, 0.125f};
+    for (long h = 0; h < bh; h++)
+        for (long r = 0; r < N; r++)
+            for (long c = 0; c < D; c++) x[(h * N + r) * D + c] *= amp[(r / rows + step) % 4];
 }
 
 /* max abs and RMS error of out against ref */
@@ -291,8 +307,9 @@ static void check_layout_and_scales(void)
            worst, top, blocks, vbad);
 }
 
-/* One case of check_loop: the CPU loop against float64, O stored in out_dt (fp16 or bf16). */
-static void loop_case(Fp8Mode mode, long N, long D, int causal, int out_dt)
+/* One case of check_loop: the CPU loop against float64, O stored in out_dt (fp16 or bf16); blocks: Q's and K's
+ * blocks at their own amplitudes (vary_blocks). */
+static void loop_case(Fp8Mode mode, long N, long D, int causal, int out_dt, int blocks)
 {
     const long H = 2;
     const size_t n = (size_t)H * N * D;
@@ -300,6 +317,7 @@ static void loop_case(Fp8Mode mode, long N, long D, int causal, int out_dt)
     float *out = xmalloc(n * 4, "O"), *nv = xmalloc(n * 4, "naive O");
     double *ref = xmalloc(n * 8, "reference");
     make_inputs(q, k, v, n, 500 + (uint64_t)(N * 4 + (D == 128) * 2 + causal), 0);
+    if (blocks) vary_blocks(q, H, N, D, FP8_QBLOCK, 0), vary_blocks(k, H, N, D, FP8_KBLOCK, 1);
     ref_attention(q, k, v, H, N, D, causal, ref);
     Fp8Tensors t;
     if (fp8_quantize(q, k, v, 1, H, N, D, mode, &t) != 0) exit(EXIT_FAIL);
@@ -311,15 +329,15 @@ static void loop_case(Fp8Mode mode, long N, long D, int causal, int out_dt)
     const double tol = tol_fp8(nmax);
     const Err e = compare(out, ref, n, tol, 0);
     char name[96], eb[128];
-    snprintf(name, sizeof name, "fp8/cpu-loop %s N=%ld D=%ld%s%s", fp8_mode_name(mode), N, D, causal ? " causal" : "",
-             out_dt == DT_BF16 ? " bf16-out" : "");
+    snprintf(name, sizeof name, "fp8/cpu-loop %s%s N=%ld D=%ld%s%s", fp8_mode_name(mode), blocks ? " varied-blocks" : "",
+             N, D, causal ? " causal" : "", out_dt == DT_BF16 ? " bf16-out" : "");
     report(e.n_bad == 0 && e.max_abs <= tol, &e, name, "%s; naive fp8 %.2e, tol %.2e", fmt_err(&e, eb, sizeof eb), nmax, tol);
     fp8_free(&t);
     tfree(q); tfree(k); tfree(v); tfree(out); tfree(nv); tfree(ref);
 }
 
 /* The loop the FP8 kernels run, on the CPU, against float64 within twice naive FP8's error, at odd N (and with O in
- * bf16 at one N). */
+ * bf16, and with Q's and K's blocks at their own amplitudes, at one N). */
 static void check_loop(void)
 {
     static const long Ns[] = {1, 17, 64, 65, 129, 257};
@@ -328,9 +346,11 @@ static void check_loop(void)
             for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++)
                 for (int causal = 0; causal < 2; causal++)
                     if (mi == FP8_BLOCK || (Ns[a] == 257 && D == 64))        /* the other modes at one shape */
-                        loop_case((Fp8Mode)mi, Ns[a], D, causal, DT_FP16);
+                        loop_case((Fp8Mode)mi, Ns[a], D, causal, DT_FP16, 0);
     for (long D = 64; D <= 128; D *= 2)                                       /* O stored in bf16 */
-        for (int causal = 0; causal < 2; causal++) loop_case(FP8_BLOCK, 257, D, causal, DT_BF16);
+        for (int causal = 0; causal < 2; causal++) loop_case(FP8_BLOCK, 257, D, causal, DT_BF16, 0);
+    for (long D = 64; D <= 128; D *= 2)                                       /* blocks at their own amplitudes */
+        for (int causal = 0; causal < 2; causal++) loop_case(FP8_BLOCK, 257, D, causal, DT_FP16, 1);
 }
 
 static int fp8_files(const Opts *o, int scaling, int print);
@@ -440,13 +460,14 @@ static int dev_run(const Fp8Kernel *k, Fp8Dev *d, float *out)
  * sums and in ex2, and a p that lands on the other side of an e4m3 rounding boundary moves its weight by
  * 2^-4, which on a causal row of few keys shows in the output). */
 static void check_gpu_problem(long only, long B, long H, long N, long D, int causal, Fp8Mode mode, int outliers, int out_dt,
-                              uint64_t seed)
+                              uint64_t seed, int blocks)
 {
     const size_t n = (size_t)B * H * N * D;
     float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O"),
           *again = xmalloc(n * 4, "O again"), *nv = xmalloc(n * 4, "naive O"), *cpu = xmalloc(n * 4, "CPU loop's O");
     double *ref = xmalloc(n * 8, "reference");
     make_inputs(q, k, v, n, seed, outliers);
+    if (blocks) vary_blocks(q, B * H, N, D, FP8_QBLOCK, 0), vary_blocks(k, B * H, N, D, FP8_KBLOCK, 1);
     ref_attention(q, k, v, B * H, N, D, causal, ref);
     Fp8Tensors t;
     if (fp8_quantize(q, k, v, B, H, N, D, mode, &t) != 0) exit(EXIT_FAIL);
@@ -462,8 +483,8 @@ static void check_gpu_problem(long only, long B, long H, long N, long D, int cau
         const Fp8Kernel *kn = fp8_at(x);
         if (only && kn->id != only) continue;
         char name[192], eb[128];
-        snprintf(name, sizeof name, "kernel%d fp8 %s%s B=%ld H=%ld N=%ld D=%ld%s%s", kn->id, fp8_mode_name(mode),
-                 outliers ? " outliers" : "", B, H, N, D, causal ? " causal" : "", out_dt == DT_BF16 ? " bf16-out" : "");
+        snprintf(name, sizeof name, "kernel%d fp8 %s%s%s B=%ld H=%ld N=%ld D=%ld%s%s", kn->id, fp8_mode_name(mode),
+                 outliers ? " outliers" : "", blocks ? " varied-blocks" : "", B, H, N, D, causal ? " causal" : "", out_dt == DT_BF16 ? " bf16-out" : "");
         if (dev_run(kn, &d, out) != 0) {
             report(0, NULL, name, "the launch failed");
             continue;
@@ -538,16 +559,19 @@ static void fp8_gpu_checks(long only)
         for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++)
             for (int causal = 0; causal < 2; causal++)
                 check_gpu_problem(only, 1, 3, Ns[a], di ? 128 : 64, causal, FP8_BLOCK, 0, DT_FP16,
-                                  6000 + (uint64_t)(Ns[a] * 4 + di * 2 + causal));
+                                  6000 + (uint64_t)(Ns[a] * 4 + di * 2 + causal), 0);
     for (int di = 0; di < 2; di++)                        /* the other scalings, and outliers, at one shape */
         for (int mi = 0; mi < 3; mi++)
-            check_gpu_problem(only, 2, 2, 257, di ? 128 : 64, mi == 1, (Fp8Mode)mi, 1, DT_FP16, 6100 + (uint64_t)(di * 3 + mi));
+            check_gpu_problem(only, 2, 2, 257, di ? 128 : 64, mi == 1, (Fp8Mode)mi, 1, DT_FP16, 6100 + (uint64_t)(di * 3 + mi), 0);
     static const long Nb[] = {65, 1000};                  /* O in bf16 */
     for (int di = 0; di < 2; di++)
         for (size_t a = 0; a < sizeof Nb / sizeof Nb[0]; a++)
             for (int causal = 0; causal < 2; causal++)
                 check_gpu_problem(only, 1, 3, Nb[a], di ? 128 : 64, causal, FP8_BLOCK, 0, DT_BF16,
-                                  6200 + (uint64_t)(Nb[a] + di * 2 + causal));
+                                  6200 + (uint64_t)(Nb[a] + di * 2 + causal), 0);
+    for (int di = 0; di < 2; di++)                        /* each block of Q and K at its own amplitude (vary_blocks) */
+        for (int causal = 0; causal < 2; causal++)
+            check_gpu_problem(only, 1, 2, 1000, di ? 128 : 64, causal, FP8_BLOCK, 0, DT_FP16, 6300 + (uint64_t)(di * 2 + causal), 1);
 }
 
 /* --- the benchmark: FlashAttention's shapes, the FP8 kernels against the best 16-bit kernel ------------ */
@@ -601,11 +625,11 @@ static void run_quant(void *ctx)                          /* Q and K, as a model
     (void)fp8_quantize_gpu(c->k, c->bh, c->N, c->D, FP8_KBLOCK, c->had, c->x8 + (size_t)c->bh * c->N * c->D, c->s, NULL);
 }
 
-static int select_kernels(long only, const Fp8Kernel **ks)
+static int select_kernels(const Opts *o, const Fp8Kernel **ks)
 {
     int nk = 0;
     for (int x = 0; x < fp8_count(); x++)
-        if (!only || fp8_at(x)->id == only) ks[nk++] = fp8_at(x);
+        if (fp8_selected(o->kernel, o->kernel_last, fp8_at(x)->id)) ks[nk++] = fp8_at(x);
     return nk;
 }
 
@@ -614,7 +638,7 @@ static int fp8_bench(const Opts *o, FILE *csv)
     const char *why = fp8_unavailable();
     if (why) { printf("step05 --dtype fp8 --bench: %s\n", why); return EXIT_SKIP; }
     const Fp8Kernel *ks[MAX_KERNELS];
-    const int nk = select_kernels(o->kernel, ks);
+    const int nk = select_kernels(o, ks);
     printf("step05 --dtype fp8 --bench%s: batch = 16384/N, heads = 2048/D, TFLOP/s = %s*B*H*N*N*D / time (median of %ld "
            "runs, the kernels of a shape interleaved run by run)\ndevice: %s\n", o->causal ? " --causal" : "",
            o->causal ? "2" : "4", o->repeat, gpu_describe());
@@ -683,7 +707,7 @@ static int fp8_bench(const Opts *o, FILE *csv)
 }
 
 /* make sanitize: each FP8 kernel once at N = 65 and 257, D = 64 and 128, causal (O in bf16) and not (fp16); the quantizer. */
-static int fp8_sanitize(long only)
+static int fp8_sanitize(long lo, long hi)
 {
     const char *why = fp8_unavailable();
     if (why) { printf("%s\n", why); return EXIT_OK; }
@@ -699,7 +723,7 @@ static int fp8_sanitize(long only)
                 Fp8Dev d;
                 dev_upload(&t, causal, &d);
                 for (int x = 0; x < fp8_count(); x++) {
-                    if (only && fp8_at(x)->id != only) continue;
+                    if (!fp8_selected(lo, hi, fp8_at(x)->id)) continue;
                     if (dev_run(fp8_at(x), &d, out) != 0) return EXIT_FAIL;
                     printf("ran kernel %d fp8 N=%ld D=%ld%s\n", fp8_at(x)->id, N, D, causal ? " causal, O in bf16" : "");
                 }
@@ -756,7 +780,7 @@ static int fp8_default(const Opts *o, FILE *csv)
     const char *why = fp8_unavailable();
     if (why) { printf("%s\n", why); return EXIT_SKIP; }
     const Fp8Kernel *ks[MAX_KERNELS];
-    const int nk = select_kernels(o->kernel, ks);
+    const int nk = select_kernels(o, ks);
     float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O");
     make_qkv(q, k, v, n, o->seed);
     Fp8Tensors t;
@@ -939,7 +963,7 @@ int fp8_main(const Opts *o, int bench, int errors, int sanitize, int scaling)
     }
     gpu_require();
 #ifdef HAVE_CUDA
-    if (sanitize) return fp8_sanitize(o->kernel);
+    if (sanitize) return fp8_sanitize(o->kernel, o->kernel_last);
     FILE *csv = o->csv ? csv_open(o->csv, FP8_CSV_HEADER) : NULL;
     const int rc = bench ? fp8_bench(o, csv) : fp8_default(o, csv);
     if (csv) fclose(csv);

@@ -8,7 +8,7 @@
  * in FP8 (the default run's and --bench's fp16 column). */
 enum { FP8_PEER = 14 };
 
-/* --kernel with --dtype fp8: one FP8 kernel of the registry, else one line, exit 2. */
+/* --kernel with --dtype fp8: one FP8 kernel of the registry, or a range holding one, else one line, exit 2. */
 void fp8_kernel_option_check(const Opts *o);
 
 /* ./step05 --dtype fp8 [--check | --bench | --errors | --sanitize-shapes | --q --k --v FILE.npy [--out]]. The checks:
