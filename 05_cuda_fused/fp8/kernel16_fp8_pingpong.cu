@@ -18,11 +18,11 @@
  * (K and V are released apart), the turns' barriers, and at D = 64 kernel 15's third consumer warpgroup (two here
  * at both D, as kernel 13 against kernel 12 in 16 bits). Built only for sm_90a.
  *
- * The body, fp8_pingpong<D, P>, is kernels 17, 24, 28 and 29's too: it calls its policy P where they change it, and
+ * The body, fp8_pingpong<D, P>, is kernels 17, 24 and 28's too: it calls its policy P where they change it, and
  * Fp8PingPong holds kernel 16's code for each hook: init_smem (shared memory of the policy's own), exp2_score (one
  * score's exponential: kernel 17 computes some on the FMA pipes), RowSums (how l is kept: kernel 24 leaves it to
  * the tensor cores), consumers and Turns (how many warpgroups, and whether they take turns: kernel 28 runs three at
- * D = 64, each on its own), QOperand (where S = Q K^T reads Q: kernel 29 from shared memory).
+ * D = 64, each on its own).
  *
  * Measured: H200, D = 128, N = 4096 / 16384: +6% / +8% over kernel 15 (778.5 / 790.0 TFLOP/s); at D = 64 15% slower
  * (475.6 against 560.8 at N = 4096), where kernel 15 runs three consumer warpgroups; the runs and the profile:
@@ -53,13 +53,12 @@ template <int D, class P> struct Fp8PP {
     static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
     static constexpr int REG_PRODUCER = NWG == 2 ? 24 : 32, REG_CONSUMER = NWG == 2 ? 240 : 160;  // kernel 15's
     static constexpr int TILE = BC * D;                   // one K tile [BC][D] or V^T tile [D][BC], bytes
-    static constexpr int QBYTES = P::template QOperand<D>::BYTES;  // a warpgroup's Q in shared memory, if P keeps it there
-    static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + NWG * QBYTES + P::SMEM + 4 * 8 * STAGES + 1024; /* K, V^T; Q; P's; mbarriers; alignment */
+    static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + P::SMEM + 4 * 8 * STAGES + 1024; /* K, V^T; P's; mbarriers; alignment */
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 
-/* Kernel 16's hooks, with kernel 16's code in them. Kernels 17, 24, 28 and 29 derive their policies from this one (17
- * from 16, 24 from 17, 28 from 24, 29 from 28) and replace the hooks their idea changes; fp8_pingpong<D, P> below calls P's. */
+/* Kernel 16's hooks, with kernel 16's code in them. Kernels 17, 24 and 28 derive their policies from this one (17
+ * from 16, 24 from 17, 28 from 24) and replace the hooks their idea changes; fp8_pingpong<D, P> below calls P's. */
 struct Fp8PingPong {
     /* Consumer warpgroups at head dim D: two at both D, taking turns (Turns). */
     __host__ __device__ static constexpr int consumers(int D) { return (void)D, 2; }
@@ -74,31 +73,7 @@ struct Fp8PingPong {
         __device__ __forceinline__ void first() const { if (wg == 1) yours(); }
         __device__ __forceinline__ void last() const { if (wg == 0) yours(); }
     };
-    /* Q's operand of S = Q K^T, the warpgroup's 64 rows: here kernel 15's, each warp's 16 rows as A fragments in
-     * registers (D / 2 of them a thread at D = 128: 16), loaded once before the loop; no shared memory. */
-    template <int D> struct QOperand {
-        static constexpr int BYTES = 0;           // shared memory a warpgroup
-        uint32_t qf[D / 32][4];
-        /* The thread's fragments: rows row_g and row_g + 8 of Qh (zeros past N), columns 4t.. of each k step. */
-        __device__ __forceinline__ void load(const uint8_t *Qh, long N, long row_g, long row_g8, int t, long wg_row0, uint32_t smem)
-        {
-            (void)wg_row0, (void)smem;
-#pragma unroll
-            for (int ks = 0; ks < D / 32; ks++)
-#pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    const long row = (r % 2) ? row_g8 : row_g;
-                    const int col = ks * 32 + 4 * t + 16 * (r / 2);
-                    qf[ks][r] = row < N ? *reinterpret_cast<const uint32_t *>(Qh + row * D + col) : 0u;
-                }
-        }
-        /* S (+)= Q's k step ks times the K tile's (desc_b), on the tensor cores. */
-        template <int BC> __device__ __forceinline__ void product(float *s, int ks, uint64_t desc_b)
-        {
-            wgmma_fp8<BC>(s, qf[ks], desc_b, ks > 0);
-        }
-    };
-    /* Shared memory of the policy's own, bytes, after K's and V^T's stages and Q's (1024-aligned): none. */
+    /* Shared memory of the policy's own, bytes, after K's and V^T's stages (1024-aligned): none. */
     static constexpr int SMEM = 0;
     /* Every thread, before the loop: fill that shared memory (smem, the block's nthreads). Nothing here. */
     __device__ static __forceinline__ void init_smem(uint32_t smem, int nthreads) { (void)smem, (void)nthreads; }
@@ -149,8 +124,7 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw_addr = (uint32_t)__cvta_generic_to_shared(smem_raw);
     const uint32_t smem_addr = (raw_addr + 1023) & ~1023u;
-    const uint32_t q_smem = smem_addr + 2 * STAGES * TILE;  // Q, C::QBYTES a warpgroup (none when in registers)
-    const uint32_t own = q_smem + C::NWG * C::QBYTES;     // P's own shared memory (P::SMEM bytes, 1024-aligned)
+    const uint32_t own = smem_addr + 2 * STAGES * TILE;  // P's own shared memory (P::SMEM bytes, 1024-aligned)
     const uint32_t full_k = own + P::SMEM, full_v = full_k + 8 * STAGES;
     const uint32_t empty_k = full_v + 8 * STAGES, empty_v = empty_k + 8 * STAGES;
 
@@ -196,8 +170,15 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
     const long warp_row0 = i0 + warp * 16;
     const long row_g = warp_row0 + g, row_g8 = row_g + 8;
 
-    typename P::template QOperand<D> q;           // Q's operand, as P keeps it
-    q.load(Qh, N, row_g, row_g8, t, i0 + warp / 4 * 64, q_smem + (uint32_t)(warp / 4) * C::QBYTES);
+    uint32_t qf[D / 32][4];
+#pragma unroll
+    for (int ks = 0; ks < D / 32; ks++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const long row = (r % 2) ? row_g8 : row_g;
+            const int col = ks * 32 + 4 * t + 16 * (r / 2);
+            qf[ks][r] = row < N ? *reinterpret_cast<const uint32_t *>(Qh + row * D + col) : 0u;
+        }
     const long qb = i0 / 64 + warp / 4;
     const float sq = SQ[bh * nqb + (qb < nqb ? qb : nqb - 1)];
 
@@ -218,7 +199,7 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
 #pragma unroll
         for (int ks = 0; ks < D / 32; ks++) {
             const uint64_t desc = D == 128 ? make_desc(k_addr + ks * 32, 16, 1024) : make_desc_sw64(k_addr + ks * 32, 512);
-            q.template product<BC>(s, ks, desc);
+            wgmma_fp8<BC>(s, qf[ks], desc, ks > 0);
         }
         wgmma_commit();
     };
@@ -346,7 +327,7 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
 
 // --- the launcher -------------------------------------------------------------------
 
-/* Kernel 16's launcher, with P's kernel: kernels 17, 24, 28 and 29 launch theirs with it too. */
+/* Kernel 16's launcher, with P's kernel: kernels 17, 24 and 28 launch theirs with it too. */
 template <class P> static int fp8_pingpong_launch(int id, const Fp8Args *a, void *stream)
 {
     if (wgmma_refused()) return -1;

@@ -206,19 +206,6 @@ __device__ __forceinline__ void wgmma_fp8(float *d, const uint32_t *a, uint64_t 
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
 
-/* FP8 with A from shared memory too (kernel 29): D[64 x N] (+)= A[64 x 32] B[32 x N], both by descriptor,
- * both K-major (the only order 8-bit types have). The warpgroup's 64 rows of A are one tile in shared memory,
- * laid out as B's; no register holds them. */
-template <int N>
-__device__ __forceinline__ void wgmma_fp8_ss(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d)
-{
-    static_assert(N == 128, "wgmma_fp8_ss: N = 128");
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " WGMMA_D128 ", %64, %65, p, 1, 1;\n}\n"
-                 : WGMMA_OPS128(WGMMA_RW)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}
-
 /* The descriptor of a 64-byte-swizzled tile (kernel 15's K at D = 64: rows of 64 one-byte elements): the
  * atom is 8 rows of 64 bytes (512), so SBO = 512; swizzle mode 2 in bits 62-63. */
 __device__ __forceinline__ uint64_t make_desc_sw64(uint32_t smem_addr, uint32_t sbo_bytes)
