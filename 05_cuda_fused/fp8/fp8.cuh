@@ -42,9 +42,9 @@ using Fp8KernelFn = void (*)(const uint8_t *__restrict__, __half *__restrict__, 
                              const float *__restrict__, const float *__restrict__, long, long, long, long, int, int, float,
                              const CUtensorMap, const CUtensorMap);
 
-/* Launch kernel fn of traits C (BR, BC, THREADS, bytes) at head dim D, kernel number id. K is [BH][N][D]
- * bytes, 128 bytes a row at D = 128 (the 128-byte swizzle) and 64 at D = 64 (the 64-byte one); V^T is
- * [BH][D][Npad], boxes of BC keys by D rows, 128-byte swizzled. */
+/* Launch kernel fn of traits C (BR, BC, VBOX, THREADS, bytes) at head dim D, kernel number id. K is [BH][N][D]
+ * bytes, 128 bytes a row at D = 128 (the 128-byte swizzle) and 64 at D = 64 (the 64-byte one), boxes of BC rows;
+ * V^T is [BH][D][Npad], boxes of VBOX keys by D rows, 128-byte swizzled (VBOX = 128) or 64-byte (VBOX = 64). */
 template <class C, int D>
 static int fp8_launch_d(Fp8KernelFn fn, int id, const Fp8Args *a, cudaStream_t s)
 {
@@ -56,7 +56,7 @@ static int fp8_launch_d(Fp8KernelFn fn, int id, const Fp8Args *a, cudaStream_t s
     const long BH = a->B * a->H;
     if (a->k != ck || a->vt != cv || BH != cBH || a->N != cN) {
         if (tma_map_bytes(&mk, a->k, BH, a->N, D, D, C::BC, D == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, who) ||
-            tma_map_bytes(&mv, a->vt, BH, D, a->Npad, C::BC, D, CU_TENSOR_MAP_SWIZZLE_128B, who)) {
+            tma_map_bytes(&mv, a->vt, BH, D, a->Npad, C::VBOX, D, C::VBOX == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, who)) {
             ck = cv = nullptr;
             return -1;
         }

@@ -55,6 +55,7 @@
 template <int D, class P> struct K15 {
     static constexpr int NWG = D == 64 ? 3 : 2;           // consumer warpgroups, 64 rows each (FP8_QBLOCK)
     static constexpr int BR = 64 * NWG, BC = FP8_KBLOCK, STAGES = 2;
+    static constexpr int VBOX = BC;                       // keys a V^T box holds: the tile, one 128-byte-swizzled row
     static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
     static constexpr int REG_PRODUCER = NWG == 2 ? 24 : 32, REG_CONSUMER = NWG == 2 ? 240 : 160;
     static constexpr int TILE = BC * D;                   // one K tile [BC][D] or V^T tile [D][BC], bytes

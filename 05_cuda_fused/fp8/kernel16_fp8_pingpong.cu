@@ -49,7 +49,9 @@
 /* The tiles at head dim D, the same for every policy P but for P's own shared memory (its hooks: below). */
 template <int D, class P> struct Fp8PP {
     static constexpr int NWG = P::consumers(D);           // consumer warpgroups, 64 rows each (FP8_QBLOCK): P's
-    static constexpr int BR = 64 * NWG, BC = FP8_KBLOCK, STAGES = 2;
+    static constexpr int BR = 64 * NWG, BC = P::keys(D), STAGES = 2;  // BC: P's, a K block (FP8_KBLOCK) unless wider
+    static constexpr int VBOX = BC == 128 ? 128 : 64;     // keys a V^T box holds: one 128-byte-swizzled row, else 64
+    static_assert(BC == FP8_KBLOCK || BC == 192, "a tile of one K block, or of three 64-key groups");
     static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
     static constexpr int REG_PRODUCER = NWG == 2 ? 24 : 32, REG_CONSUMER = NWG == 2 ? 240 : 160;  // kernel 15's
     static constexpr int TILE = BC * D;                   // one K tile [BC][D] or V^T tile [D][BC], bytes
@@ -60,6 +62,8 @@ template <int D, class P> struct Fp8PP {
 /* Kernel 16's hooks, with kernel 16's code in them. Kernels 17, 24 and 28 derive their policies from this one (17
  * from 16, 24 from 17, 28 from 24) and replace the hooks their idea changes; fp8_pingpong<D, P> below calls P's. */
 struct Fp8PingPong {
+    /* Keys a tile at head dim D: one K block (FP8_KBLOCK), whose one scale then holds for the whole tile. */
+    __host__ __device__ static constexpr int keys(int D) { return (void)D, FP8_KBLOCK; }
     /* Consumer warpgroups at head dim D: two at both D, taking turns (Turns). */
     __host__ __device__ static constexpr int consumers(int D) { return (void)D, 2; }
     /* The turns at the tensor cores, kernel 14's ping-pong: warpgroup wg issues its products between mine() and
@@ -158,7 +162,9 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
                 tma_load_3d(k_dst, &tm_k, 0, (int)(j * BC), (int)bh, full_k + 8 * s);
                 mbar_wait(empty_v + 8 * s, use ^ 1);
                 mbar_expect_tx(full_v + 8 * s, TILE);
-                tma_load_3d(v_dst, &tm_v, (int)(j * BC), 0, (int)bh, full_v + 8 * s);
+#pragma unroll
+                for (int b = 0; b < BC / C::VBOX; b++)   // V^T_j in boxes of VBOX keys, each [D][VBOX]
+                    tma_load_3d(v_dst + b * C::VBOX * D, &tm_v, (int)(j * BC) + b * C::VBOX, 0, (int)bh, full_v + 8 * s);
             }
         }
         return;
@@ -196,10 +202,15 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
         const uint32_t k_addr = smem_addr + (uint32_t)(j % STAGES) * TILE;
         mbar_wait(stage(j, full_k), parity(j));
         wgmma_fence();
+        auto kdesc = [&](uint32_t at) { return D == 128 ? make_desc(at, 16, 1024) : make_desc_sw64(at, 512); };
 #pragma unroll
         for (int ks = 0; ks < D / 32; ks++) {
-            const uint64_t desc = D == 128 ? make_desc(k_addr + ks * 32, 16, 1024) : make_desc_sw64(k_addr + ks * 32, 512);
-            wgmma_fp8<BC>(s, qf[ks], desc, ks > 0);
+            if constexpr (BC == 128) {
+                wgmma_fp8<BC>(s, qf[ks], kdesc(k_addr + ks * 32), ks > 0);
+            } else {                              // 192 keys: the first 128 rows of K_j, then the last 64
+                wgmma_fp8<128>(s, qf[ks], kdesc(k_addr + ks * 32), ks > 0);
+                wgmma_fp8<64>(s + 64, qf[ks], kdesc(k_addr + 128 * D + ks * 32), ks > 0);
+            }
         }
         wgmma_commit();
     };
@@ -209,7 +220,9 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BC / 32; kk++) {
-            wgmma_fp8<D>(o, pf[kk], make_desc(v_addr + kk * 32, 16, 1024), 1);
+            const uint64_t desc = C::VBOX == 128 ? make_desc(v_addr + kk * 32, 16, 1024)   // k step kk's 32 keys
+                                                 : make_desc_sw64(v_addr + kk / 2 * 64 * D + kk % 2 * 32, 512);
+            wgmma_fp8<D>(o, pf[kk], desc, 1);
             l.pv(pf[kk], own);                    // P's product beside it, if any
         }
         wgmma_commit();
@@ -220,10 +233,28 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
     };
     auto softmax = [&](long j, float alpha[2]) {  // kernel 15's softmax of S_j: m, l updated, 2^8 p_j left in s
         const long j0 = j * BC;
-        const float sl2 = scale_log2 * sq * SK[bh * nkb + j];
+        constexpr int G = BC == FP8_KBLOCK ? 1 : BC / 64;  // key groups of one scale each: the tile, or 64 keys
+        float sl2[G];                             // their log2-domain scales: group u's K block
+        if constexpr (G == 1) {
+            sl2[0] = scale_log2 * sq * SK[bh * nkb + j];
+        } else {
+#pragma unroll
+            for (int u = 0; u < G; u++) {
+                const long kb = (j0 + 64 * u) / FP8_KBLOCK;
+                sl2[u] = scale_log2 * sq * SK[bh * nkb + (kb < nkb ? kb : nkb - 1)];
+            }
+        }
         const bool need_mask = j0 + BC > N || (causal && j0 + BC - 1 > warp_row0);
         const int lim = (int)(N - j0 < BC ? N - j0 : BC);
-        float mt[2] = {-INFINITY, -INFINITY};
+        float mt[2] = {-INFINITY, -INFINITY};     // the row's max of raw scores (G > 1: of group 0's)
+        float mg[G][2];                           // G > 1: each group's
+        if constexpr (G > 1)
+#pragma unroll
+            for (int u = 0; u < G; u++) mg[u][0] = -INFINITY, mg[u][1] = -INFINITY;
+        auto take = [&](int n, int e) {           // score 4n + e (column 8n + ..., group n / (BC / G / 8)) into its max
+            if constexpr (G == 1) mt[e / 2] = fmaxf(mt[e / 2], s[4 * n + e]);
+            else mg[n / (BC / G / 8)][e / 2] = fmaxf(mg[n / (BC / G / 8)][e / 2], s[4 * n + e]);
+        };
         if (need_mask) {
 #pragma unroll
             for (int n = 0; n < BC / 8; n++)
@@ -231,20 +262,25 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
                 for (int e = 0; e < 4; e++) {
                     const int c = n * 8 + 2 * t + (e % 2), d = (int)((e < 2 ? row_g : row_g8) - j0);
                     if (c >= lim || (causal && c > d)) s[4 * n + e] = -INFINITY;
-                    mt[e / 2] = fmaxf(mt[e / 2], s[4 * n + e]);
+                    take(n, e);
                 }
         } else {
 #pragma unroll
             for (int n = 0; n < BC / 8; n++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) mt[e / 2] = fmaxf(mt[e / 2], s[4 * n + e]);
+                for (int e = 0; e < 4; e++) take(n, e);
         }
         float bse[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
+            if constexpr (G > 1) {                // each group's max times its own scale (sl2 > 0: they commute)
+                mt[h] = mg[0][h] * sl2[0];
+#pragma unroll
+                for (int u = 1; u < G; u++) mt[h] = fmaxf(mt[h], mg[u][h] * sl2[u]);
+            }
 #pragma unroll
             for (int off = 1; off <= 2; off *= 2) mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], off));
-            const float mn = fmaxf(m[h], mt[h] * sl2);
+            const float mn = fmaxf(m[h], G == 1 ? mt[h] * sl2[0] : mt[h]);
             const float base = mn == -INFINITY ? 0.0f : mn;
             alpha[h] = ex2(m[h] - base);
             bse[h] = base - FP8_P_SHIFT;
@@ -253,7 +289,7 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
         l.begin();
 #pragma unroll
         for (int x = 0; x < BC / 2; x++) {
-            const float y = fmaf(s[x], sl2, -bse[x % 4 / 2]);
+            const float y = fmaf(s[x], sl2[x / (BC / 2 / G)], -bse[x % 4 / 2]);
             s[x] = P::exp2_score(x, y);           // 2^8 p
             l.add(x, s[x]);
         }
