@@ -11,7 +11,7 @@ import csvio
 
 err_src, out, bench_src = csvio.args(2, "FP8_ERRORS.csv OUT.png [FP8_BENCH.csv]", optional=1)
 rows = csvio.read(err_src, ["inputs", "N", "D", "causal", "fp16_rms", "tensor_rms", "block_rms", "hadamard_rms"])
-fig, axes = plt.subplots(1, 2 if bench_src else 1, figsize=(13 if bench_src else 7, 4.6), squeeze=False)
+fig, axes = plt.subplots(1, 2 if bench_src else 1, figsize=(17 if bench_src else 7, 4.6), squeeze=False)
 ax = axes[0][0]
 cols = [("fp16_rms", "fp16 storage", "tab:gray"), ("tensor_rms", "fp8 per-tensor", "tab:blue"),
         ("block_rms", "fp8 per-block", "tab:orange"), ("hadamard_rms", "fp8 per-block + Hadamard", "tab:green")]
@@ -36,14 +36,15 @@ if bench_src:
             pts = sorted((csvio.num(r, "N", bench_src), csvio.num(r, "tflops", bench_src)) for r in b
                          if int(csvio.num(r, "D", bench_src)) == D and r["dtype"] == dt and int(csvio.num(r, "kernel", bench_src)) == k)
             if pts:
-                color = {15: "tab:blue", 16: "tab:green", 17: "tab:purple", 24: "tab:red", 14: "tab:gray"}.get(k, "black")
+                color = {15: "tab:blue", 16: "tab:green", 17: "tab:purple", 24: "tab:red", 27: "tab:cyan", 28: "tab:orange",
+                         30: "tab:brown", 14: "tab:gray"}.get(k, "black")
                 ax.plot(*zip(*pts), "o" + style, color=color, label=f"{name}, D = {D}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("sequence length N (batch = 16384/N, heads = 2048/D)")
     ax.set_ylabel("TFLOP/s (4 B H N^2 D / time)")
     ax.set_title("step 05 --dtype fp8 --bench", fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: 16 series
 fig.tight_layout()
-fig.savefig(out, dpi=120)
+fig.savefig(out, dpi=120, bbox_inches="tight")
 print(f"wrote {out}")

@@ -424,35 +424,38 @@ def fp8():
             f"{ceil.get('fp8', 0):.0f}; " + source(FP8) + "</sub>")
 
 
-# FP8 kernel 28 came after the gallery's FP8 run: its own run at D = 64 (every FP8 kernel in it), the first of two.
-K28_RUN = "fp8/runs/k28/bench_fp8_d64_run1.csv"
+def fp8_at(kernel, D, N):
+    """A kernel's TFLOP/s in the gallery's FP8 run, not causal."""
+    return tf(pick(rows(FP8, mode="bench", D=D, N=N), kernel=kernel))
 
 
-def k28_at(N=4096):
-    rs = rows(f05(K28_RUN), mode="bench", D=64, N=N)
-    return tf(pick(rs, kernel=28)), tf(pick(rs, kernel=15))
-
-
-@part("s05-fp8-k28")
-def fp8_k28():
-    """Kernel 28's TFLOP/s at D = 64, N = 4096, in its run."""
-    return fmt(k28_at()[0])
-
-
-@part("s05-fp8-k28-run")
-def fp8_k28_run():
-    """The command and the file of kernel 28's run, beside its two figures."""
-    n = f05(K28_RUN)
-    return f"`{command(n)}`, [its run](%GALLERY%/{n})"
+def fp8_gain(k, over, D, N):
+    """Kernel k over kernel `over` in the gallery's FP8 run, %; an error where it is not ahead."""
+    a, b = fp8_at(k, D, N), fp8_at(over, D, N)
+    if a <= b:
+        raise DataError(f"{FP8}: kernel {k} ({a}) not ahead of kernel {over} ({b}) at D = {D}, N = {N}")
+    return fmt(100 * (a / b - 1), 1)
 
 
 @part("s05-fp8-k28-vs15")
 def fp8_k28_vs15():
-    """Kernel 28 over kernel 15 (the fastest at D = 64 before it) in the same run, %; an error where it is not ahead."""
-    k28, k15 = k28_at()
-    if k28 <= k15:
-        raise DataError(f"{K28_RUN}: kernel 28 ({k28}) not ahead of kernel 15 ({k15}) at D = 64, N = 4096")
-    return fmt(100 * (k28 / k15 - 1), 1)
+    """Kernel 28 over kernel 15 (the fastest at D = 64 before it) at N = 4096, %."""
+    return fp8_gain(28, 15, 64, 4096)
+
+
+@part("s05-fp8-k30-vs24")
+def fp8_k30_vs24():
+    """Kernel 30 over kernel 24 (the fastest at D = 128 before it) at N = 16384, %."""
+    return fp8_gain(30, 24, 128, 16384)
+
+
+@part("s05-fp8-k30-short")
+def fp8_k30_short():
+    """How far kernel 30 is behind kernel 24 at D = 128, N = 512, %; an error where it is not behind."""
+    a, b = fp8_at(30, 128, 512), fp8_at(24, 128, 512)
+    if a >= b:
+        raise DataError(f"{FP8}: kernel 30 ({a}) not behind kernel 24 ({b}) at D = 128, N = 512: the README says it is")
+    return fmt(100 * (1 - a / b), 1)
 
 
 @part("s05-fp8-errors")
