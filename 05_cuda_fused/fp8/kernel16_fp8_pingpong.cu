@@ -55,7 +55,10 @@ template <int D, class P> struct Fp8PP {
     static_assert(BC == FP8_KBLOCK || BC == 192, "a tile of one K block, or of three 64-key groups");
     static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
     static constexpr bool PERSISTENT = P::PERSISTENT;     // a block per work item, or one per SM looping over them
-    static constexpr int REG_PRODUCER = NWG == 2 ? 24 : 32, REG_CONSUMER = NWG == 2 ? 240 : 160;  // kernel 15's
+    /* kernel 15's registers; persistent, the producer's loop over items (its ring position, the item's head and
+     * tiles) spills at 24, so it takes 16 or 24 more from the consumers */
+    static constexpr int REG_PRODUCER = NWG == 2 ? (PERSISTENT ? 40 : 24) : (PERSISTENT ? 56 : 32);
+    static constexpr int REG_CONSUMER = NWG == 2 ? (PERSISTENT ? 232 : 240) : (PERSISTENT ? 152 : 160);
     static constexpr int TILE = BC * D;                   // one K tile [BC][D] or V^T tile [D][BC], bytes
     static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + P::SMEM + 4 * 8 * STAGES + 1024; /* K, V^T; P's; mbarriers; alignment */
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
@@ -169,7 +172,7 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
     if (threadIdx.x < 128) {                      // the producer: K_j and V^T_j released apart (kernel 13's ring)
         setmaxnreg_dec<C::REG_PRODUCER>();
         if (threadIdx.x == 0) {
-            long kt = 0;                          // key tiles loaded for the items before this one
+            int kt = 0;                           // key tiles loaded for the items before this one
             for (int w = blockIdx.x;;) {
             for (long j = 0; j < ntiles; j++) {
                 const int s = (int)((kt + j) % STAGES), use = (int)(((kt + j) / STAGES) & 1);
