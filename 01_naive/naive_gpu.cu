@@ -332,7 +332,7 @@ static GpuErr run_checked(long B, long H, long N, long D, int dtype, int causal,
     if (naive_attention_gpu(dq, dk, dv, dout, B, H, N, D, dtype, causal, 0) != 0) {
         r.oom = 1;
     } else {
-        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_WAITED("naive's sync", cudaDeviceSynchronize());
         ddownload(out, dout, n, dtype);
         const long stride = N <= 2048 ? 1 : 61;
         const long rows = (N + stride - 1) / stride;

@@ -95,7 +95,7 @@ static void probe_n(const Opts *o, long N, const FusedKernel *fk, ProbeRow *nr, 
         CUDA_CHECK(cudaEventRecord(a));
         naive_attention_gpu_ws(dq, dk, dv, dout, o->B, o->H, N, o->D, o->dtype, 0, S, P, NULL);
         CUDA_CHECK(cudaEventRecord(b));
-        CUDA_CHECK(cudaEventSynchronize(b));
+        CUDA_WAITED("a timed sample", cudaEventSynchronize(b));
         CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
         CUDA_CHECK(cudaEventDestroy(a)); CUDA_CHECK(cudaEventDestroy(b));
         nr->ms = ms;
@@ -118,7 +118,7 @@ static void probe_n(const Opts *o, long N, const FusedKernel *fk, ProbeRow *nr, 
         CUDA_CHECK(cudaEventRecord(a));
         if (fk->launch(dq, dk, dv, dout, o->B, o->H, N, o->D, o->dtype, 0, NULL) != 0) exit(EXIT_FAIL);
         CUDA_CHECK(cudaEventRecord(b));
-        CUDA_CHECK(cudaEventSynchronize(b));
+        CUDA_WAITED("a timed sample", cudaEventSynchronize(b));
         CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
         CUDA_CHECK(cudaEventDestroy(a)); CUDA_CHECK(cudaEventDestroy(b));
         fr->ms = ms;

@@ -97,11 +97,11 @@ static int fit_probe(int backward, const void *kernel, int dtype, long D)
         const size_t wsb = k->workspace(1, 1, FIT_N, D, dtype);
         void *ws = fit_alloc(wsb);
         rc = k->launch(t[0], t[1], t[2], t[3], t[4], L, t[5], t[6], t[7], ws, 1, 1, FIT_N, D, dtype, 0, nullptr);
-        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_WAITED("a fit run", cudaDeviceSynchronize());
         CUDA_CHECK(cudaFree(ws));
     }
     gpu_refusals_quiet(was_quiet);
-    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_WAITED("a fit run", cudaDeviceSynchronize());
     for (int i = 0; i < 8; i++) CUDA_CHECK(cudaFree(t[i]));
     CUDA_CHECK(cudaFree(L));
     /* Only a refusal means "does not fit": a launch that failed otherwise is said to fit, so that the caller's

@@ -592,7 +592,7 @@ extern "C" int gpt_gpu_build(GPTGpu *m, const GPTConfig *c, int B, const GpuAtte
     gpt_point_params(&m->grads, m->grads_mem, m->param_sizes);
     gpt_point_acts(&m->acts, m->acts_mem, m->act_sizes);
     gpt_point_acts(&m->grad_acts, m->grad_acts_mem, gs);
-    CUDA_CHECK(cudaMemcpy(m->params_mem, params, np, cudaMemcpyHostToDevice));
+    CUDA_WAITED("the model's upload", cudaMemcpy(m->params_mem, params, np, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemset(m->m_mem, 0, np));
     CUDA_CHECK(cudaMemset(m->v_mem, 0, np));
     /* activations zeroed once: the slices past B*T rows of a shorter batch are then never uninitialised */
@@ -602,8 +602,8 @@ extern "C" int gpt_gpu_build(GPTGpu *m, const GPTConfig *c, int B, const GpuAtte
 
 extern "C" void gpt_gpu_download(const GPTGpu *m, float *params, float *grads)
 {
-    if (params) CUDA_CHECK(cudaMemcpy(params, m->params_mem, m->num_params * sizeof(float), cudaMemcpyDeviceToHost));
-    if (grads) CUDA_CHECK(cudaMemcpy(grads, m->grads_mem, m->num_params * sizeof(float), cudaMemcpyDeviceToHost));
+    if (params) CUDA_WAITED("the model's download", cudaMemcpy(params, m->params_mem, m->num_params * sizeof(float), cudaMemcpyDeviceToHost));
+    if (grads) CUDA_WAITED("the model's download", cudaMemcpy(grads, m->grads_mem, m->num_params * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
 // --- forward, backward, AdamW: gpt.c's, call for call -----------------------------------------
@@ -615,7 +615,7 @@ static void attn_timer(GPTGpu *m, int stop)
     CUDA_CHECK(cudaEventRecord((cudaEvent_t)m->ev[stop]));
     if (!stop) return;
     float ms = 0;
-    CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)m->ev[1]));
+    CUDA_WAITED("the attention timer", cudaEventSynchronize((cudaEvent_t)m->ev[1]));
     CUDA_CHECK(cudaEventElapsedTime(&ms, (cudaEvent_t)m->ev[0], (cudaEvent_t)m->ev[1]));
     m->attn_ms += ms;
 }
@@ -632,8 +632,8 @@ extern "C" double gpt_gpu_forward(GPTGpu *m, const int *tokens, const int *targe
         fprintf(stderr, "%s: gpt_gpu_forward: B=%d T=%d beyond the model built for B=%d T=%d\n", g_prog, B, T, m->B, m->cfg.T);
         return -1.0;
     }
-    CUDA_CHECK(cudaMemcpy(m->tokens, tokens, BT * sizeof(int), cudaMemcpyHostToDevice));
-    if (targets) CUDA_CHECK(cudaMemcpy(m->targets, targets, BT * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_WAITED("the model's upload", cudaMemcpy(m->tokens, tokens, BT * sizeof(int), cudaMemcpyHostToDevice));
+    if (targets) CUDA_WAITED("the model's upload", cudaMemcpy(m->targets, targets, BT * sizeof(int), cudaMemcpyHostToDevice));
     LAUNCH_1D(encoder_forward, BTC, a->encoded, m->tokens, p->wte, p->wpe, (int)BT, T, C);
     for (int l = 0; l < L; l++) {
         const float *x = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BTC;
@@ -664,8 +664,8 @@ extern "C" double gpt_gpu_forward(GPTGpu *m, const int *tokens, const int *targe
                 p->lnfb, (int)BT, C);
     matmul_forward(a->logits, a->lnf, p->wte, nullptr, (int)BT, C, V); // the output head is wte, tied
     LAUNCH_ROWS(crossentropy_forward, BT, a->probs, a->losses, a->logits, targets ? m->targets : nullptr, (int)BT, V);
-    if (!targets) { CUDA_CHECK(cudaDeviceSynchronize()); return 0.0; }
-    CUDA_CHECK(cudaMemcpy(m->losses_host, a->losses, BT * sizeof(float), cudaMemcpyDeviceToHost));
+    if (!targets) { CUDA_WAITED("the model's sync", cudaDeviceSynchronize()); return 0.0; }
+    CUDA_WAITED("the model's download", cudaMemcpy(m->losses_host, a->losses, BT * sizeof(float), cudaMemcpyDeviceToHost));
     double sum = 0.0;
     for (size_t i = 0; i < BT; i++) sum += m->losses_host[i];
     return sum / BT;
@@ -826,8 +826,8 @@ extern "C" int gpt_gpu_decoder_decode(void *d, const int *tokens, int n, float *
     float *qkv = lnf + nC, *fch = qkv + 3 * nC, *fchg = fch + 4 * nC, *q = fchg + 4 * nC, *o = q + nC;
     float *mean = o + nC, *rstd = mean + n, *lg = rstd + n;
     const int len = pos0 + n;
-    CUDA_CHECK(cudaMemcpy(g->tokens, tokens, (size_t)n * sizeof(int), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(g->len_d, &len, sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_WAITED("the model's upload", cudaMemcpy(g->tokens, tokens, (size_t)n * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_WAITED("the model's upload", cudaMemcpy(g->len_d, &len, sizeof(int), cudaMemcpyHostToDevice));
     LAUNCH_1D(encoder_forward_at, nC, x, g->tokens, p->wte, p->wpe, n, pos0, C);
     for (int l = 0; l < L; l++) {
         float *kc = g->kc + (size_t)l * T * C, *vc = g->vc + (size_t)l * T * C;   /* this layer's [H, T, D] */
@@ -848,7 +848,7 @@ extern "C" int gpt_gpu_decoder_decode(void *d, const int *tokens, int n, float *
     }
     LAUNCH_ROWS(layernorm_forward, n, lnf, mean, rstd, x, p->lnfw, p->lnfb, n, C);
     matmul_forward(lg, lnf, p->wte, nullptr, n, C, V);
-    CUDA_CHECK(cudaMemcpy(logits, lg, (size_t)n * V * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_WAITED("the model's download", cudaMemcpy(logits, lg, (size_t)n * V * sizeof(float), cudaMemcpyDeviceToHost));
     g->len = len;
     return 0;
 }
@@ -857,7 +857,7 @@ extern "C" int gpt_gpu_decoder_full(void *d, const int *tokens, int T, float *lo
 {
     GpuDecoder *g = (GpuDecoder *)d;
     if (gpt_gpu_forward(&g->m, tokens, nullptr, 1, T) < 0) return -1;
-    CUDA_CHECK(cudaMemcpy(logits, g->m.acts.logits, (size_t)T * g->m.cfg.V * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_WAITED("the model's download", cudaMemcpy(logits, g->m.acts.logits, (size_t)T * g->m.cfg.V * sizeof(float), cudaMemcpyDeviceToHost));
     return 0;
 }
 

@@ -44,6 +44,20 @@ else
     echo "FAIL watchdog: a kernel planted to spin for 20 s under a 2 s deadline: exit $rc after $t s, $(grep -c '^FAIL watchdog: ' "$log") watchdog lines"
     fail=$((fail + 1))
 fi
+# The same for step 06's model on the GPU (06_causal/gpt_gpu.cu): its first wait is the model's upload, its own
+# CUDA_WAITED, so the FAIL line must name it.
+t0=$(date +%s)
+FA_WATCHDOG_S=2 FA_PLANT_HANG=1 timeout 120 ./step06 --train --device gpu --steps 1 >"$log" 2>&1
+rc=$? t=$(( $(date +%s) - t0 ))
+if [ "$rc" -eq 77 ]; then
+    echo "SKIP watchdog-step06: no CUDA device (or no CUDA in this build)"; skip=$((skip + 1))
+elif [ "$rc" -eq 1 ] && grep -q "^FAIL watchdog: the model's " "$log" && [ "$t" -lt 15 ]; then
+    echo "PASS watchdog-step06: the same plant ended ./step06 --train --device gpu after $t s, exit 1: $(grep '^FAIL watchdog: ' "$log" | cut -c 6-90)..."
+    pass=$((pass + 1))
+else
+    echo "FAIL watchdog-step06: the same plant: exit $rc after $t s, $(grep -c "^FAIL watchdog: the model's " "$log") lines naming the model's wait"
+    fail=$((fail + 1))
+fi
 echo "== the kernel ladder (make idea: every kernel extends the kernel its registry entry names, and shows code of its own)"
 sh 05_cuda_fused/host/idea.sh --check >"$log" 2>&1
 cat "$log"

@@ -19,9 +19,9 @@ static int g_avail = -1;
  *
  * A kernel that never ends (a persistent kernel whose producer and consumers disagree on the schedule: the consumers
  * wait for a tile nobody loads) leaves the host waiting forever at its next sync: a check would print nothing and
- * never end. So every wait of this file (a sync, a copy back, the timer's events) runs under a deadline kept by a
- * thread of its own: past it the program prints one FAIL line naming the wait and exits with 1, as a failed check
- * does. The kernel cannot be stopped from the host; ending the process is what frees the GPU.
+ * never end. So every wait of this file (a sync, a copy back, the timer's events), and those the steps' own .cu
+ * files make through gpu.cuh's CUDA_WAITED, runs under a deadline kept by a thread of its own: past it the program
+ * prints one FAIL line naming the wait and exits with 1, as a failed check does. The kernel cannot be stopped from the host; ending the process is what frees the GPU.
  *   FA_WATCHDOG_S=S   the deadline in seconds (default 120; 0: no watchdog). make sanitize sets a longer one:
  *                     compute-sanitizer's racecheck runs a kernel hundreds of times slower.
  *   FA_PLANT_HANG=1   the planted error of the watchdog's own check (common/check.sh): the first sync waits behind a
@@ -120,6 +120,10 @@ static void wd_done(void)
 
 /* CUDA_CHECK(call) under the watchdog */
 #define WAITED(what, call) do { wd_arm(what); CUDA_CHECK(call); wd_done(); } while (0)
+
+/* The same for the other .cu files (gpu.cuh: CUDA_WAITED). */
+extern "C" void gpu_wait_begin(const char *what) { wd_arm(what); }
+extern "C" void gpu_wait_end(void) { wd_done(); }
 
 /* The __CUDA_ARCH__ the driver picked for this binary on this device (the probe is built like every kernel), and
  * whether that code has Hopper's own instructions (sm_90a: __CUDA_ARCH_FEAT_SM90_ALL; a plain sm_90 build has not). */
