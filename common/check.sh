@@ -29,35 +29,28 @@ sh common/timer_check_test.sh >"$log" 2>&1
 cat "$log"
 pass=$((pass + $(grep -c '^PASS ' "$log"))); fail=$((fail + $(grep -c '^FAIL ' "$log")))
 echo "== the watchdog (a kernel that never ends must end its program with a FAIL line and exit 1, not hang it)"
-# FA_PLANT_HANG=1 (common/gpu.cu) makes step 05's first wait on the GPU wait behind a kernel that spins for ten
+# FA_PLANT_HANG=1 (common/gpu.cu) makes a program's first wait on the GPU wait behind a kernel that spins for ten
 # deadlines (20 s): the watchdog must end the program at its 2 s deadline with its FAIL line. timeout is the guard of
 # the guard: a broken watchdog must not hang make check either.
-t0=$(date +%s)
-FA_WATCHDOG_S=2 FA_PLANT_HANG=1 timeout 120 ./step05 --check --kernel 1 >"$log" 2>&1
-rc=$? t=$(( $(date +%s) - t0 ))
-if [ "$rc" -eq 77 ]; then
-    echo "SKIP watchdog: no CUDA device (or no CUDA in this build)"; skip=$((skip + 1))
-elif [ "$rc" -eq 1 ] && grep -q '^FAIL watchdog: ' "$log" && [ "$t" -lt 15 ]; then
-    echo "PASS watchdog: a kernel planted to spin for 20 s under a 2 s deadline ended ./step05 --check after $t s, exit 1: $(grep '^FAIL watchdog: ' "$log" | cut -c 6-90)..."
-    pass=$((pass + 1))
-else
-    echo "FAIL watchdog: a kernel planted to spin for 20 s under a 2 s deadline: exit $rc after $t s, $(grep -c '^FAIL watchdog: ' "$log") watchdog lines"
-    fail=$((fail + 1))
-fi
-# The same for step 06's model on the GPU (06_causal/gpt_gpu.cu): its first wait is the model's upload, its own
-# CUDA_WAITED, so the FAIL line must name it.
-t0=$(date +%s)
-FA_WATCHDOG_S=2 FA_PLANT_HANG=1 timeout 120 ./step06 --train --device gpu --steps 1 >"$log" 2>&1
-rc=$? t=$(( $(date +%s) - t0 ))
-if [ "$rc" -eq 77 ]; then
-    echo "SKIP watchdog-step06: no CUDA device (or no CUDA in this build)"; skip=$((skip + 1))
-elif [ "$rc" -eq 1 ] && grep -q "^FAIL watchdog: the model's " "$log" && [ "$t" -lt 15 ]; then
-    echo "PASS watchdog-step06: the same plant ended ./step06 --train --device gpu after $t s, exit 1: $(grep '^FAIL watchdog: ' "$log" | cut -c 6-90)..."
-    pass=$((pass + 1))
-else
-    echo "FAIL watchdog-step06: the same plant: exit $rc after $t s, $(grep -c "^FAIL watchdog: the model's " "$log") lines naming the model's wait"
-    fail=$((fail + 1))
-fi
+# watchdog NAME PATTERN COMMAND...: COMMAND with the plant must exit 1 within 15 s, a FAIL line matching PATTERN.
+watchdog() {
+    name=$1 pattern=$2; shift 2
+    t0=$(date +%s)
+    FA_WATCHDOG_S=2 FA_PLANT_HANG=1 timeout 120 "$@" >"$log" 2>&1
+    rc=$? t=$(( $(date +%s) - t0 ))
+    if [ "$rc" -eq 77 ]; then
+        echo "SKIP $name: no CUDA device (or no CUDA in this build)"; skip=$((skip + 1))
+    elif [ "$rc" -eq 1 ] && grep -q "$pattern" "$log" && [ "$t" -lt 15 ]; then
+        echo "PASS $name: a kernel planted to spin for 20 s under a 2 s deadline ended $* after $t s, exit 1: $(grep '^FAIL watchdog: ' "$log" | cut -c 6-90)..."
+        pass=$((pass + 1))
+    else
+        echo "FAIL $name: a kernel planted to spin for 20 s under a 2 s deadline: $* exited $rc after $t s, $(grep -c "$pattern" "$log") lines matching $pattern"
+        fail=$((fail + 1))
+    fi
+}
+watchdog watchdog '^FAIL watchdog: ' ./step05 --check --kernel 1
+# step 06's model (06_causal/gpt_gpu.cu): its first wait is the model's upload, its own CUDA_WAITED: the line names it
+watchdog watchdog-step06 "^FAIL watchdog: the model's " ./step06 --train --device gpu --steps 1
 echo "== the kernel ladder (make idea: every kernel extends the kernel its registry entry names, and shows code of its own)"
 sh 05_cuda_fused/host/idea.sh --check >"$log" 2>&1
 cat "$log"
