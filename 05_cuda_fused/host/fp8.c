@@ -58,8 +58,8 @@ void fp8_kernel_option_check(const Opts *o)
     usage_error("option --kernel: the FP8 kernels are %s, none of them in %ld-%ld", ids, o->kernel, o->kernel_last);
 }
 
-/* The FP8 kernels as a sentence names them: "kernels 15-17, 24, 27 and 28", or the first of them ("kernel 15") with
- * first; in a build without CUDA, which has none, "the FP8 kernels". */
+/* The FP8 kernels as a sentence names them: "kernels 15-17, 24, 27, 28 and 30", or the first of them ("kernel
+ * 15") with first; in a build without CUDA, which has none, "the FP8 kernels". */
 static const char *fp8_who(int first, char *buf, size_t n)
 {
     KernelInfo ks[MAX_KERNELS];
@@ -484,7 +484,8 @@ static void check_gpu_problem(long only, long B, long H, long N, long D, int cau
         if (only && kn->id != only) continue;
         char name[192], eb[128];
         snprintf(name, sizeof name, "kernel%d fp8 %s%s%s B=%ld H=%ld N=%ld D=%ld%s%s", kn->id, fp8_mode_name(mode),
-                 outliers ? " outliers" : "", blocks ? " varied-blocks" : "", B, H, N, D, causal ? " causal" : "", out_dt == DT_BF16 ? " bf16-out" : "");
+                 outliers ? " outliers" : "", blocks ? " varied-blocks" : "", B, H, N, D, causal ? " causal" : "",
+                 out_dt == DT_BF16 ? " bf16-out" : "");
         if (dev_run(kn, &d, out) != 0) {
             report(0, NULL, name, "the launch failed");
             continue;
