@@ -458,6 +458,18 @@ def fp8_k30_short():
     return fmt(100 * (1 - a / b), 1)
 
 
+@part("s05-fp8-gap")
+def fp8_gap():
+    """How far the best FP8 kernel at D = 128 is from FlashAttention-3's 1000 TFLOP/s at N = 4096 and 16384, %."""
+    out = []
+    for N in (4096, 16384):
+        best = max(tf(r) for r in rows(FP8, mode="bench", dtype="fp8", D=128, N=N))
+        if best >= 1000:
+            raise DataError(f"{FP8}: {best} TFLOP/s at D = 128, N = {N}: the README says FP8 is short of 1000 there")
+        out.append(fmt(100 * (1 - best / 1000), 1))
+    return f"{out[0]}% away at N = 4096, {out[1]}% at 16384"
+
+
 @part("s05-fp8-errors")
 def fp8_errors():
     rs = rows(FP8_ERR)
