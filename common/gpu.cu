@@ -20,8 +20,9 @@ static int g_avail = -1;
  * A kernel that never ends (a persistent kernel whose producer and consumers disagree on the schedule: the consumers
  * wait for a tile nobody loads) leaves the host waiting forever at its next sync: a check would print nothing and
  * never end. So every wait of this file (a sync, a copy back, the timer's events), and those the steps' own .cu
- * files make through gpu.cuh's CUDA_WAITED, runs under a deadline kept by a thread of its own: past it the program
- * prints one FAIL line naming the wait and exits with 1, as a failed check does. The kernel cannot be stopped from the host; ending the process is what frees the GPU.
+ * files make, runs under a deadline kept by a thread of its own (gpu.cuh's CUDA_WAITED): past it the program prints
+ * one FAIL line naming the wait and exits with 1, as a failed check does. The kernel cannot be stopped from the
+ * host; ending the process is what frees the GPU.
  *   FA_WATCHDOG_S=S   the deadline in seconds (default 120; 0: no watchdog). make sanitize sets a longer one:
  *                     compute-sanitizer's racecheck runs a kernel hundreds of times slower.
  *   FA_PLANT_HANG=1   the planted error of the watchdog's own check (common/check.sh): the first sync waits behind a
@@ -94,8 +95,9 @@ static void wd_setup(void)
     }
 }
 
-/* The deadline for one wait on the GPU (what names it in the FAIL line), and its end. */
-static void wd_arm(const char *what)
+/* The deadline for one wait on the GPU (what names it in the FAIL line), and its end: gpu.cuh's CUDA_WAITED, this
+ * file's waits and the steps' .cu files' alike. */
+extern "C" void gpu_wait_begin(const char *what)
 {
     if (g_wd_state < 0) wd_setup();
     if (g_wd_state == 0) return;
@@ -110,20 +112,13 @@ static void wd_arm(const char *what)
     pthread_mutex_unlock(&g_wd_mu);
 }
 
-static void wd_done(void)
+extern "C" void gpu_wait_end(void)
 {
     if (g_wd_state <= 0) return;
     pthread_mutex_lock(&g_wd_mu);
     g_wd_state = 1;
     pthread_mutex_unlock(&g_wd_mu);
 }
-
-/* CUDA_CHECK(call) under the watchdog */
-#define WAITED(what, call) do { wd_arm(what); CUDA_CHECK(call); wd_done(); } while (0)
-
-/* The same for the other .cu files (gpu.cuh: CUDA_WAITED). */
-extern "C" void gpu_wait_begin(const char *what) { wd_arm(what); }
-extern "C" void gpu_wait_end(void) { wd_done(); }
 
 /* The __CUDA_ARCH__ the driver picked for this binary on this device (the probe is built like every kernel), and
  * whether that code has Hopper's own instructions (sm_90a: __CUDA_ARCH_FEAT_SM90_ALL; a plain sm_90 build has not). */
@@ -403,12 +398,12 @@ extern "C" void dupload_into(void *d, const float *h, size_t n, int dtype)
 {
     size_t esz = dtype_size(dtype);
     if (dtype == DT_FP32) {
-        WAITED("an upload", cudaMemcpy(d, h, n * esz, cudaMemcpyHostToDevice));
+        CUDA_WAITED("an upload", cudaMemcpy(d, h, n * esz, cudaMemcpyHostToDevice));
         return;
     }
     uint16_t *t = (uint16_t *)xmalloc(n * esz, "upload");
     for (size_t i = 0; i < n; i++) t[i] = dtype == DT_FP16 ? f32_to_f16(h[i]) : f32_to_bf16(h[i]);
-    WAITED("an upload", cudaMemcpy(d, t, n * esz, cudaMemcpyHostToDevice));
+    CUDA_WAITED("an upload", cudaMemcpy(d, t, n * esz, cudaMemcpyHostToDevice));
     tfree(t);
 }
 
@@ -424,22 +419,25 @@ extern "C" void dzero(void *d, size_t bytes) { CUDA_CHECK(cudaMemset(d, 0, bytes
 extern "C" void *dupload_bytes(const void *h, size_t bytes, const char *what)
 {
     void *d = dmalloc(bytes, what);
-    WAITED("an upload", cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    CUDA_WAITED("an upload", cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
     return d;
 }
 
-extern "C" void ddownload_bytes(void *h, const void *d, size_t bytes) { WAITED("a download", cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost)); }
+extern "C" void ddownload_bytes(void *h, const void *d, size_t bytes)
+{
+    CUDA_WAITED("a download", cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+}
 
 extern "C" int *dupload_int(const int *h, size_t n, const char *what) { return (int *)dupload_bytes(h, n * sizeof(int), what); }
 
 extern "C" void ddownload(float *h, const void *d, size_t n, int dtype)
 {
     if (dtype == DT_FP32) {
-        WAITED("a download", cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_WAITED("a download", cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
         return;
     }
     uint16_t *t = (uint16_t *)xmalloc(n * 2, "download");
-    WAITED("a download", cudaMemcpy(t, d, n * 2, cudaMemcpyDeviceToHost));
+    CUDA_WAITED("a download", cudaMemcpy(t, d, n * 2, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i++) h[i] = dtype == DT_FP16 ? f16_to_f32(t[i]) : bf16_to_f32(t[i]);
     tfree(t);
 }
@@ -450,7 +448,7 @@ extern "C" void dpoison(void *d, size_t n, int dtype)
      * alike: exponent all ones, mantissa non-zero. */
     (void)dtype;
     CUDA_CHECK(cudaMemset(d, 0xFF, n * dtype_size(dtype)));
-    WAITED("a poisoning", cudaDeviceSynchronize());
+    CUDA_WAITED("a poisoning", cudaDeviceSynchronize());
 }
 
 /* --- the timer -----------------------------------------------------------------------------------------------
@@ -528,7 +526,7 @@ static double sample_ms(void (*fn)(void *), void *ctx, cudaEvent_t a, cudaEvent_
     host_wait_us(g_planted_us);
     fn(ctx);
     CUDA_CHECK(cudaEventRecord(b));
-    WAITED("a timed sample", cudaEventSynchronize(b));
+    CUDA_WAITED("a timed sample", cudaEventSynchronize(b));
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
     return ms;
@@ -545,7 +543,7 @@ extern "C" double gpu_time_median_ms(void (*fn)(void *), void *ctx, int warmup, 
     CUDA_CHECK(cudaEventCreate(&a));
     CUDA_CHECK(cudaEventCreate(&b));
     for (int w = 0; w < warmup; w++) fn(ctx);
-    WAITED("the timer's warm-up", cudaDeviceSynchronize());
+    CUDA_WAITED("the timer's warm-up", cudaDeviceSynchronize());
     for (int r = 0; r < repeat; r++) t[r] = sample_ms(fn, ctx, a, b, round++);
     CUDA_CHECK(cudaEventDestroy(a));
     CUDA_CHECK(cudaEventDestroy(b));
@@ -564,7 +562,7 @@ extern "C" void gpu_time_interleaved_ms(void (*const *fn)(void *), void *const *
     tfree(t);
 }
 
-extern "C" void gpu_sync_check(void) { WAITED("a sync", cudaDeviceSynchronize()); }
+extern "C" void gpu_sync_check(void) { CUDA_WAITED("a sync", cudaDeviceSynchronize()); }
 
 struct GpuGraph { cudaGraph_t graph; cudaGraphExec_t exec; };
 

@@ -1,8 +1,9 @@
 /*
- * fp8.cuh: what the FP8 kernels (15, 16, 17, 24) share and is not their algorithm, as launch_tc.cuh is for the
+ * fp8.cuh: what the FP8 kernels (15 to 30) share and is not their algorithm, as launch_tc.cuh is for the
  * forward's kernels 3-12: P's four e4m3 a register (pack4_e4m3), O's two outputs a word in fp16 or bf16 (pack_o2),
- * and the launch (fp8_launch_d: the tensor maps of K and V^T, kept while the tensors are the same; the shared-memory
- * opt-in; the grid of B*H*row tiles; log2(e)/sqrt(D), which each kernel multiplies by its tiles' scales).
+ * the row sums the softmax keeps (Fp8QuadSums), and the launch (fp8_launch_d: the tensor maps of K and V^T, kept
+ * while the tensors are the same; the shared-memory opt-in; the grid of B*H*row tiles; log2(e)/sqrt(D), which each
+ * kernel multiplies by its tiles' scales).
  */
 #ifndef FP8_CUH
 #define FP8_CUH
@@ -36,6 +37,29 @@ __device__ __forceinline__ uint32_t pack_o2(float a, float b, int bf16)
     const __half2 v = __floats2half2_rn(a, b);
     return *reinterpret_cast<const uint32_t *>(&v);
 }
+
+/* The row sums l of rows g and g + 8 kept by the softmax (kernels 15 and 16, each policy's RowSums builds on it):
+ * each thread holds its 2 columns of every 8, a quarter of the row, in l, and the tile's sum of 2^8 p in ls until
+ * fold; the quad's four quarters are added at the end (total). l is not rescaled with O (rescale) and nothing runs
+ * beside P V (pv): kernel 24's RowSums, whose l sits beside O on the tensor cores, replaces all of it. */
+struct Fp8QuadSums {
+    float l[2] = {0.0f, 0.0f};                    // this thread's part of l, rows g and g + 8
+    float ls[2];                                  // the tile's sum of 2^8 p
+    __device__ __forceinline__ void fold(const float alpha[2])  // l_new = alpha l + sum 2^8 p
+    {
+#pragma unroll
+        for (int h = 0; h < 2; h++) l[h] = alpha[h] * l[h] + ls[h];
+    }
+    __device__ __forceinline__ void rescale(const float alpha[2]) { (void)alpha; }  // with O's: nothing here
+    __device__ __forceinline__ void pv(const uint32_t a[4], uint32_t smem) { (void)a, (void)smem; }  // beside P V
+    __device__ __forceinline__ float total(int h) const   // the whole row's l
+    {
+        float lr = l[h];
+#pragma unroll
+        for (int off = 1; off <= 2; off *= 2) lr += __shfl_xor_sync(0xffffffffu, lr, off);
+        return lr;
+    }
+};
 
 /* Every FP8 kernel's signature. */
 using Fp8KernelFn = void (*)(const uint8_t *__restrict__, __half *__restrict__, const float *__restrict__,

@@ -69,31 +69,16 @@ struct Fp8Plain {
     static constexpr int SMEM = 0;
     /* Every thread, before the loop: fill that shared memory (at smem). Nothing here. */
     template <int THREADS> __device__ static __forceinline__ void init_smem(uint32_t smem) { (void)smem; }
-    /* The row sums l of rows g and g + 8: the softmax adds them, each thread its 2 columns of every 8, a quarter of the
-     * row, the quad's four quarters added at the end. */
-    struct RowSums {
-        float l[2] = {0.0f, 0.0f};                // this thread's part of l, rows g and g + 8
-        float ls[2];                              // the tile's sum of 2^8 p
+    /* The row sums l of rows g and g + 8: the softmax adds them after its exponentials (sum), Fp8QuadSums (fp8.cuh)
+     * keeps them. */
+    struct RowSums : Fp8QuadSums {
         template <int BC> __device__ __forceinline__ void sum(const float *s)  // after the exponentials
         {
             ls[0] = 0.0f, ls[1] = 0.0f;
 #pragma unroll
             for (int n = 0; n < BC / 8; n++) { ls[0] += s[4 * n] + s[4 * n + 1]; ls[1] += s[4 * n + 2] + s[4 * n + 3]; }
         }
-        __device__ __forceinline__ void update(const float alpha[2])  // l_new = alpha l + sum 2^8 p, before O's rescale
-        {
-#pragma unroll
-            for (int h = 0; h < 2; h++) l[h] = alpha[h] * l[h] + ls[h];
-        }
-        __device__ __forceinline__ void rescale(const float alpha[2]) { (void)alpha; }  // with O's: nothing here
-        __device__ __forceinline__ void pv(const uint32_t a[4], uint32_t smem) { (void)a, (void)smem; }  // beside P V
-        __device__ __forceinline__ float total(int h) const   // the whole row's l
-        {
-            float lr = l[h];
-#pragma unroll
-            for (int off = 1; off <= 2; off *= 2) lr += __shfl_xor_sync(0xffffffffu, lr, off);
-            return lr;
-        }
+        __device__ __forceinline__ void update(const float alpha[2]) { fold(alpha); }  // before O's rescale
     };
 };
 

@@ -88,27 +88,12 @@ struct Fp8PingPong {
         (void)x;
         return ex2(y);
     }
-    /* The row sums l of rows g and g + 8. Here the softmax adds them: each thread its 2 columns of every 8, a
-     * quarter of the row, the quad's four quarters added at the end. */
-    struct RowSums {
-        float l[2] = {0.0f, 0.0f};                // this thread's part of l, rows g and g + 8
-        float ls[2];                              // the tile's sum of 2^8 p
+    /* The row sums l of rows g and g + 8. Here the softmax adds them, score by score as it makes them (add), and
+     * Fp8QuadSums (fp8.cuh) keeps them. */
+    struct RowSums : Fp8QuadSums {
         __device__ __forceinline__ void begin() { ls[0] = 0.0f, ls[1] = 0.0f; }
         __device__ __forceinline__ void add(int x, float p) { ls[x % 4 / 2] += p; }
-        __device__ __forceinline__ void end(const float alpha[2])
-        {
-#pragma unroll
-            for (int h = 0; h < 2; h++) l[h] = alpha[h] * l[h] + ls[h];  // l_new = alpha l + sum 2^8 p
-        }
-        __device__ __forceinline__ void rescale(const float alpha[2]) { (void)alpha; }  // with O: nothing here
-        __device__ __forceinline__ void pv(const uint32_t a[4], uint32_t smem) { (void)a, (void)smem; }  // beside P V
-        __device__ __forceinline__ float total(int h) const   // the whole row's l
-        {
-            float lr = l[h];
-#pragma unroll
-            for (int off = 1; off <= 2; off *= 2) lr += __shfl_xor_sync(0xffffffffu, lr, off);
-            return lr;
-        }
+        __device__ __forceinline__ void end(const float alpha[2]) { fold(alpha); }
     };
 };
 

@@ -83,16 +83,19 @@ static void make_inputs(float *q, float *k, float *v, size_t n, uint64_t seed, i
             if (rng_uniform(&r) < 1e-3) x[a][i] *= (float)(10.0 + 90.0 * rng_uniform(&r));
 }
 
-/* Q's 64-row blocks (FP8_QBLOCK) and K's 128-row blocks (FP8_KBLOCK) of x [bh][N][D] at four amplitudes in turn,
+/* Q's 64-row blocks (FP8_QBLOCK) and K's 128-row blocks (FP8_KBLOCK), q and k [bh][N][D], at four amplitudes in turn,
  * 1, 1/4, 1/2 and 1/8 (K's a step behind Q's), so that a block's scale is 2 to 8 times its neighbours': a kernel
  * that reads another block's scale is then far off, where on make_qkv's even inputs it can stay within the
  * tolerance. None above 1: sharper scores would make FP8's own error, and so the tolerance, grow with them. */
-static void vary_blocks(float *x, long bh, long N, long D, long rows, int step)
+static void vary_blocks(float *q, float *k, long bh, long N, long D)
 {
     static const float amp[4] = {1.0f, 0.25f, 0.5f, 0.125f};
     for (long h = 0; h < bh; h++)
         for (long r = 0; r < N; r++)
-            for (long c = 0; c < D; c++) x[(h * N + r) * D + c] *= amp[(r / rows + step) % 4];
+            for (long c = 0; c < D; c++) {
+                q[(h * N + r) * D + c] *= amp[r / FP8_QBLOCK % 4];
+                k[(h * N + r) * D + c] *= amp[(r / FP8_KBLOCK + 1) % 4];
+            }
 }
 
 /* max abs and RMS error of out against ref */
@@ -317,7 +320,7 @@ static void loop_case(Fp8Mode mode, long N, long D, int causal, int out_dt, int 
     float *out = xmalloc(n * 4, "O"), *nv = xmalloc(n * 4, "naive O");
     double *ref = xmalloc(n * 8, "reference");
     make_inputs(q, k, v, n, 500 + (uint64_t)(N * 4 + (D == 128) * 2 + causal), 0);
-    if (blocks) vary_blocks(q, H, N, D, FP8_QBLOCK, 0), vary_blocks(k, H, N, D, FP8_KBLOCK, 1);
+    if (blocks) vary_blocks(q, k, H, N, D);
     ref_attention(q, k, v, H, N, D, causal, ref);
     Fp8Tensors t;
     if (fp8_quantize(q, k, v, 1, H, N, D, mode, &t) != 0) exit(EXIT_FAIL);
@@ -467,7 +470,7 @@ static void check_gpu_problem(long only, long B, long H, long N, long D, int cau
           *again = xmalloc(n * 4, "O again"), *nv = xmalloc(n * 4, "naive O"), *cpu = xmalloc(n * 4, "CPU loop's O");
     double *ref = xmalloc(n * 8, "reference");
     make_inputs(q, k, v, n, seed, outliers);
-    if (blocks) vary_blocks(q, B * H, N, D, FP8_QBLOCK, 0), vary_blocks(k, B * H, N, D, FP8_KBLOCK, 1);
+    if (blocks) vary_blocks(q, k, B * H, N, D);
     ref_attention(q, k, v, B * H, N, D, causal, ref);
     Fp8Tensors t;
     if (fp8_quantize(q, k, v, B, H, N, D, mode, &t) != 0) exit(EXIT_FAIL);
