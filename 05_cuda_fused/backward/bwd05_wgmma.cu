@@ -166,6 +166,9 @@ struct BwdWgRow {
     int st, use;                                  // the stage it is in, and that stage's parity
     uint32_t q_s, do_s, ds_s;                     // Q_i, dO_i (the stage); ds^T's buffer (it % 2)
     const float *lse_s, *dl_s;                    // L_i log2 e, Delta_i (the stage)
+    /* kernel 17: this lane's first pair of each (queries 2 t, 2 t + 1), read as soon as the stage has landed, ahead of
+     * the waits for the products; filled by a hook that holds the row tile by const reference, hence mutable */
+    mutable float2 lse0 = {}, dl0 = {};
 };
 
 /* The descriptor of a k step's operand, `off` bytes into the tile at `tile` (stride offset 1024): made afresh
@@ -242,6 +245,18 @@ struct B5Policy {
         (void)a, (void)item, (void)bh, (void)jt;
         return true;
     }
+    /* Pair n of L_i log2 e and of Delta_i for this lane's queries 8 n + 2 t and 8 n + 2 t + 1, read from the stage
+     * where they are used (kernel 17 reads the first pair ahead: stage_landed). Called by kernels 8-17's p_ds. */
+    template <class A> static __device__ __forceinline__ float2 lse_pair(const BwdWgRow &rt, int n, int t)
+    {
+        return *reinterpret_cast<const float2 *>(rt.lse_s + 8 * n + 2 * t);
+    }
+    template <class A> static __device__ __forceinline__ float2 dl_pair(const BwdWgRow &rt, int n, int t)
+    {
+        return *reinterpret_cast<const float2 *>(rt.dl_s + 8 * n + 2 * t);
+    }
+    /* Once the stage has landed, before any product is waited for (kernels 12-17's scores): nothing here. */
+    template <class A> static __device__ __forceinline__ void stage_landed(const BwdWgRow &rt, int t) { (void)rt, (void)t; }
     /* s^T and dp^T, issued once the stage has landed, and waited for. */
     template <class A>
     static __device__ __forceinline__ void scores(const A &a, const BwdWgThread &w, const BwdWgRow &rt, float *s, float *dp,

@@ -73,6 +73,7 @@ struct B12Policy : B11Policy {
                                                  w.qblk, w.dblk, rt.i0 > w.i_begin);
         wgmma_commit();
         mbar_wait(a.full + 8 * rt.st, rt.use);    // Q_i, dO_i, L_i, Delta_i have landed
+        A::P::template stage_landed<A>(rt, w.t);  // kernel 17: the first pairs of L_i and Delta_i read now
         wgmma_fence();
         bwd_wg_scores<A>(s, w.k_w, rt.q_s);
         wgmma_commit();
