@@ -255,8 +255,15 @@ struct B5Policy {
     {
         return *reinterpret_cast<const float2 *>(rt.dl_s + 8 * n + 2 * t);
     }
-    /* Once the stage has landed, before any product is waited for (kernels 12-17's scores): nothing here. */
+    /* Once the stage has landed, before any product is waited for (kernels 12-18's scores): nothing here. */
     template <class A> static __device__ __forceinline__ void stage_landed(const BwdWgRow &rt, int t) { (void)rt, (void)t; }
+    /* In kernels 12-18's scores, once the last row tile's dQ part is issued: nothing here (end_row waited for that
+     * tile's dV and dK and freed its stage; kernel 18 does both here). */
+    template <class A>
+    static __device__ __forceinline__ void dq_issued(const A &a, const BwdWgThread &w, const BwdWgRow &rt)
+    {
+        (void)a, (void)w, (void)rt;
+    }
     /* s^T and dp^T, issued once the stage has landed, and waited for. */
     template <class A>
     static __device__ __forceinline__ void scores(const A &a, const BwdWgThread &w, const BwdWgRow &rt, float *s, float *dp,

@@ -72,6 +72,7 @@ struct B12Policy : B11Policy {
         bwd_issue_dq<typename A::T, C::BC, true, A::P::DESC_ADD>(dq, a.base + C::OFF_DS + (int)((rt.it - 1) & 1) * C::DS_TILE, a.base + C::OFF_K,
                                                  w.qblk, w.dblk, rt.i0 > w.i_begin);
         wgmma_commit();
+        A::P::dq_issued(a, w, rt);                // kernel 18: the last row tile's dV, dK waited for here
         mbar_wait(a.full + 8 * rt.st, rt.use);    // Q_i, dO_i, L_i, Delta_i have landed
         A::P::template stage_landed<A>(rt, w.t);  // kernel 17: the first pairs of L_i and Delta_i read now
         wgmma_fence();
