@@ -27,12 +27,12 @@ namespace {   // as kernel 15's policy (kernel 11's counters)
 struct B17Policy : B15Policy {
     /* At D = 128 only: at D = 64 (BR = 128, sixteen pairs a row tile) it measured -0.4% to +0.2% against kernel 15,
      * within the spread, and there kernel 17 is kernel 15's machine code. */
-    __host__ __device__ static constexpr bool ahead(int D) { return D == 128; }
+    template <int D> __host__ __device__ static constexpr bool ahead() { return D == 128; }
     /* Once the stage has landed (kernel 12's scores, right after the wait on full): this lane's first pairs of L_i
      * log2 e and Delta_i into registers, before s^T, dQ's part and dp^T take the warp's next instructions. */
     template <class A> static __device__ __forceinline__ void stage_landed(const BwdWgRow &rt, int t)
     {
-        if constexpr (ahead(A::D)) {
+        if constexpr (ahead<A::D>()) {
             rt.lse0 = *reinterpret_cast<const float2 *>(rt.lse_s + 2 * t);
             rt.dl0 = *reinterpret_cast<const float2 *>(rt.dl_s + 2 * t);
         }
@@ -40,11 +40,11 @@ struct B17Policy : B15Policy {
     /* Pair n: the first from the registers, the others from the stage (kernel 5's). */
     template <class A> static __device__ __forceinline__ float2 lse_pair(const BwdWgRow &rt, int n, int t)
     {
-        return ahead(A::D) && n == 0 ? rt.lse0 : B15Policy::lse_pair<A>(rt, n, t);
+        return ahead<A::D>() && n == 0 ? rt.lse0 : B15Policy::lse_pair<A>(rt, n, t);
     }
     template <class A> static __device__ __forceinline__ float2 dl_pair(const BwdWgRow &rt, int n, int t)
     {
-        return ahead(A::D) && n == 0 ? rt.dl0 : B15Policy::dl_pair<A>(rt, n, t);
+        return ahead<A::D>() && n == 0 ? rt.dl0 : B15Policy::dl_pair<A>(rt, n, t);
     }
 };
 } // namespace
