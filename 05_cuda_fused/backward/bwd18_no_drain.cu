@@ -8,6 +8,7 @@
  * tile issues that dQ part behind dV and dK, then waits for dV and dK alone (the dQ part still running) and frees the
  * last stage (the hook dq_issued, in kernel 12's scores); the walk's last stage is freed in end_walk, after its last
  * wait. The products and their order are the same: dK and dV are kernel 5's bit for bit (--check compares them).
+ * At D = 128 only (at D = 64 it lost: B18Policy::no_drain).
  * Why: of kernel 15's stall samples at D = 128, N = 8192 (H200, Nsight Compute; RESULTS.md#bwd-15), 7.3% sit on that
  * one wait, the most on any instruction.
  * What it costs: dV's and dK's products and their A operands (p^T, ds^T in registers) stay in flight across the
@@ -23,28 +24,38 @@
 
 namespace {   // as kernel 17's policy (kernel 11's counters)
 struct B18Policy : B17Policy {
+    /* At D = 128 only: at D = 64 it measured 1% to 5% slower than kernel 17 (three runs), and there kernel 18 is
+     * kernel 17's machine code, which at D = 64 is kernel 15's. */
+    template <int D> __host__ __device__ static constexpr bool no_drain() { return D == 128; }
     /* After the named barrier: nothing. dV and dK stay on the tensor cores; the stage is freed by the next row
-     * tile's scores (last_row_in) or by end_walk. */
+     * tile's scores (dq_issued) or by end_walk. */
     template <class A>
     static __device__ __forceinline__ void end_row(const A &a, const BwdWgThread &w, const BwdWgRow &rt, float *dq)
     {
-        (void)a, (void)w, (void)rt, (void)dq;
+        if constexpr (!no_drain<A::D>()) B17Policy::end_row(a, w, rt, dq);
+        else (void)a, (void)w, (void)rt, (void)dq;
     }
     /* In the next row tile's scores, its dQ part issued behind them: the last tile's dV and dK waited for (the dQ
      * part still running), the last stage freed. */
     template <class A>
     static __device__ __forceinline__ void dq_issued(const A &a, const BwdWgThread &w, const BwdWgRow &rt)
     {
-        wgmma_wait<1>();
-        if (rt.i0 > w.i_begin) mbar_arrive(a.empty + 8 * (int)((rt.it - 1) % A::C::STAGES));
+        if constexpr (no_drain<A::D>()) {
+            wgmma_wait<1>();
+            if (rt.i0 > w.i_begin) mbar_arrive(a.empty + 8 * (int)((rt.it - 1) % A::C::STAGES));
+        } else {
+            (void)a, (void)w, (void)rt;
+        }
     }
     /* The walk's last dQ part (kernel 12's end_walk waits for every product), then its last stage freed. */
     template <class A>
     static __device__ __forceinline__ void end_walk(const A &a, const BwdWgThread &w, long it, float *dq)
     {
         B17Policy::end_walk(a, w, it, dq);
-        wgmma_wait<0>();   // done already on every path that runs (a walk has a row tile); ptxas must see it on all
-        mbar_arrive(a.empty + 8 * (int)((it - 1) % A::C::STAGES));
+        if constexpr (no_drain<A::D>()) {
+            wgmma_wait<0>();   // done already on every path that runs (a walk has a row tile); ptxas must see it on all
+            mbar_arrive(a.empty + 8 * (int)((it - 1) % A::C::STAGES));
+        }
     }
 };
 } // namespace
