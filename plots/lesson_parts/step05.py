@@ -6,12 +6,12 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
   bench_h200_fp16.csv        ./step05 --bench --dtype fp16: every fp16 kernel at FlashAttention's shapes
   sdpa_h200_fp16.csv         plots/sdpa_reference.py: FlashAttention-2 and cuDNN at the same shapes, the same call
   bench_backward_h200_fp16.csv, sdpa_backward_h200_fp16.csv     the backward, the same way
-  bench_backward_b2_15_h200_fp16.csv  every backward kernel at N = 512..4096 (--seq 4096): the kernel-by-kernel table
+  bench_backward_b2_18_h200_fp16.csv  every backward kernel at N = 512..4096 (--seq 4096): the kernel-by-kernel table
   bench_short_h200_fp16.csv, sdpa_short_h200_fp16.csv:
                              N = 512..2048 (--bench --seq 2048), kernels and SDPA in one call; causal: kernels 23
                              and 26 in 05_cuda_fused/forward/runs/k26_rounds/, the latest of their two calls (*_run3)
                              (kernels 12-23: the gallery's _causal)
-  bench_backward_b13_15_h200_fp16[_causal].csv, sdpa_backward_b13_15_h200_fp16[_causal].csv: backward kernels 13-15
+  bench_backward_b15_18_h200_fp16[_causal].csv, sdpa_backward_b15_18_h200_fp16[_causal].csv: backward kernels 15-18
                              and SDPA at every N, causal and not, one call (the short table's backward columns too)
   05_cuda_fused/*/runs/h200_ncu_*: Nsight Compute's reports beside cuDNN's (the instructions each kernel executed)
   decode_h200_fp16.csv, sdpa_decode_h200_fp16.csv                decode against a KV cache
@@ -191,14 +191,14 @@ def timer_idle():
 @part("s05-short")
 def short_vs():
     """The short sequences (N = 512..2048), forward and backward, causal and not: the best kernel against cuDNN, each
-    kernel run beside the SDPA run of its call (the forward's call, and the backward's of kernels 13-15)."""
+    kernel run beside the SDPA run of its call (the forward's call, and the backward's of kernels 15-18)."""
     cols = [("", "bench"), ("", "bench"), ("_backward", "bench_backward"), ("_backward", "bench_backward")]
     names = []
     body = {(D, N): [f"D = {D}", f"{N}"] for D in (64, 128) for N in (512, 1024, 2048)}
     for x, (kind, mode) in enumerate(cols):
         causal = x % 2
         c = "_causal" if causal else ""
-        if kind:   # the backward: the run of kernels 13-15 at every N, its N <= 2048
+        if kind:   # the backward: the run of kernels 15-18 at every N, its N <= 2048
             bench, sdpa = f"bench{BWD_LAST}{c}.csv", f"sdpa{BWD_LAST}{c}.csv"
         elif causal:   # the causal forward: kernels 23 and 26 beside cuDNN, one call
             bench, sdpa = (f05(f"forward/runs/k26_rounds/{w}_short_{k}h200_fp16_causal_run3.csv") for w, k in
@@ -229,14 +229,14 @@ def short_vs():
                   ["---", "---:", "---:", "---:", "---:", "---:"]) +
             f"\n\n<sub>the best kernel / cuDNN, TFLOP/s, fp16, in bold where cuDNN is ahead; {machines.pop()}: " +
             "; ".join(f"`{c}`" for c in cmds) + f", each also with `--causal` (the forward then `--kernel "
-            f"{causal_kernels.group(1)}`; runs {links}); the backward: the runs of B13-B15's table below</sub>")
+            f"{causal_kernels.group(1)}`; runs {links}); the backward: the runs of B15-B18's table below</sub>")
 
 
 # --- the backward ------------------------------------------------------------------------------------------------
 
 BWD, BWD_SDPA = "bench_backward_h200_fp16.csv", "sdpa_backward_h200_fp16.csv"
-BWD_TABLE = "bench_backward_b2_15_h200_fp16.csv"   # the kernel-by-kernel table: every rung, N up to 4096
-BWD_LAST = "_backward_b13_15_h200_fp16"     # bench..., sdpa... [_causal].csv: kernels 13-15 beside cuDNN, every N
+BWD_TABLE = "bench_backward_b2_18_h200_fp16.csv"   # the kernel-by-kernel table: every rung, N up to 4096
+BWD_LAST = "_backward_b15_18_h200_fp16"     # bench..., sdpa... [_causal].csv: kernels 15-18 beside cuDNN, every N
 NS = (512, 1024, 2048, 4096, 8192, 16384)
 
 
@@ -257,16 +257,15 @@ def vs_cudnn(bench, sdpa, D=128, kernels=None):
     return out
 
 
-def last_vs_cudnn(causal, D=128, run=2):
-    """vs_cudnn of kernels 13-15 in their run 2 (the gallery's) or run 1 (backward/runs/*_run1.csv)."""
+def last_vs_cudnn(causal, D=128):
+    """vs_cudnn of kernels 15-18 in the gallery's run."""
     c = "_causal" if causal else ""
-    f = (lambda w: f"{w}{BWD_LAST}{c}.csv") if run == 2 else (lambda w: f05(f"backward/runs/{w}{BWD_LAST}{c}_run1.csv"))
-    return vs_cudnn(f("bench"), f("sdpa"), D)
+    return vs_cudnn(f"bench{BWD_LAST}{c}.csv", f"sdpa{BWD_LAST}{c}.csv", D)
 
 
 @part("s05-backward-last")
 def backward_last():
-    """Backward kernels 13-15 at D = 128 beside cuDNN at every N, and the best one's share of cuDNN, causal too."""
+    """Backward kernels 15-18 at D = 128 beside cuDNN at every N, and the best one's share of cuDNN, causal too."""
     rs, ss = rows(f"bench{BWD_LAST}.csv", mode="bench_backward"), rows(f"sdpa{BWD_LAST}.csv", mode="bench_backward")
     body = [[f"B{k}"] + [fmt(tf(pick(rs, kernel=k, N=N, D=128))) for N in NS] for k in run_kernels(rs)]
     body.append(["cuDNN"] + [fmt(tf(pick(ss, kernel=-3, N=N, D=128))) for N in NS])
@@ -279,20 +278,20 @@ def backward_last():
             source(f"sdpa{BWD_LAST}.csv", "cuDNN") + "; each also with `--causal`</sub>")
 
 
-# A third run of backward kernel 15 beside cuDNN at every N (the same bench timed a kernel 16 that did not land: left out).
-BWD_THIRD = "backward/runs/waits_asleep_tried/"
+# Kernel 18's two runs beside cuDNN before the gallery's (with kernel 17; their code at D = 64 was not the landed one,
+# D = 128's is).
+BWD_EARLIER = "backward/runs/k18_no_drain/"
 
 
 @part("s05-backward-gap")
 def backward_gap():
-    """How far the best backward at D = 128 trails cuDNN at its worst N, not causal, in any of the three runs (the
-    README's "where cuDNN leads": an error if it leads nowhere)."""
-    third = vs_cudnn(f05(BWD_THIRD + "bench_backward_b15_16_h200_fp16.csv"), f05(BWD_THIRD + "sdpa_backward_h200_fp16.csv"),
-                     kernels=(15,))
-    runs = [last_vs_cudnn(0, run=1), last_vs_cudnn(0, run=2), third]
+    """How far the best backward at D = 128 trails cuDNN at its worst N, not causal, in any of the three runs of
+    kernel 18 (the README's "where cuDNN leads": an error if it leads nowhere)."""
+    runs = [last_vs_cudnn(0)] + [vs_cudnn(f05(f"{BWD_EARLIER}bench_backward_b17_18_h200_fp16_run{x}.csv"),
+                                          f05(f"{BWD_EARLIER}sdpa_backward_b17_18_h200_fp16_run{x}.csv")) for x in (1, 2)]
     gap = 100 - min(r for run in runs for r, _, _ in run.values())
     if gap <= 0:
-        raise DataError(f"bench{BWD_LAST}.csv, {BWD_THIRD}: cuDNN leads at no N in any run; the README's sentence says it does")
+        raise DataError(f"bench{BWD_LAST}.csv, {BWD_EARLIER}: cuDNN leads at no N in any run; the README's sentence says it does")
     return fmt(gap, 1)
 
 
