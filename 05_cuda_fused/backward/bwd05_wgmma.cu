@@ -8,7 +8,7 @@
  * by a 2-stage ring; p^T and ds^T stay in registers as A operands, as in kernel 4; the consumer threads write only
  * ds^T (for dQ) to shared memory, and read L_i and Delta_i from the ring's stage, where the producer's warp 1 put
  * them. dQ leaves by red.global.add.v2, as in kernels 2-4. fp16/bf16, D = 64 or 128, causal or not, any N; built
- * only for sm_90a. This file holds the body that backward kernels 6-12 reuse: they change its policy (B5Policy).
+ * only for sm_90a. This file holds the body that backward kernels 6-18 reuse: they change its policy (B5Policy).
  * Why: kernel 4's warps each own 16 keys and read the whole Q_i and dO_i tile through ldmatrix for every 16 keys,
  * twice (straight for s^T and dp^T, transposed for dK and dV): 1.8 mma per ldmatrix, 240-255 registers, one block
  * of 8 warps per SM and a block-wide barrier per row tile. Here the tensor cores read each tile from shared memory
@@ -194,7 +194,7 @@ template <class A> __device__ __forceinline__ void bwd_wg_scores(float *acc, uin
     }
 }
 
-/* The policy of backward kernel 5: the hooks where kernels 6-12 change the body (each later kernel derives its
+/* The policy of backward kernel 5: the hooks where kernels 6-18 change the body (each later kernel derives its
  * policy from its predecessor's and replaces what its idea changes), with kernel 5's code in each.
  *
  * Hooks and the machine code. Every kernel here compiles to the instructions it had when the seven kernels were one
@@ -246,7 +246,7 @@ struct B5Policy {
         return true;
     }
     /* Pair n of L_i log2 e and of Delta_i for this lane's queries 8 n + 2 t and 8 n + 2 t + 1, read from the stage
-     * where they are used (kernel 17 reads the first pair ahead: stage_landed). Called by kernels 8-17's p_ds. */
+     * where they are used (kernel 17 reads the first pair ahead: stage_landed). Called by kernels 8-18's p_ds. */
     template <class A> static __device__ __forceinline__ float2 lse_pair(const BwdWgRow &rt, int n, int t)
     {
         return *reinterpret_cast<const float2 *>(rt.lse_s + 8 * n + 2 * t);
