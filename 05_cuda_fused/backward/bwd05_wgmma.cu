@@ -157,7 +157,7 @@ struct BwdWgThread {
     uint32_t k_w, v_w;                            // K_w, V_w: its warpgroup's 64 keys of K_j, V_j
     long bh, jt, i_begin;                         // the item: (batch, head), K/V tile, its first row tile
     long kw0, key0;                               // its warpgroup's first key; this lane's: key0 (rows g) and key0 + 8
-    float *dq_part;                               // kernels 10-12: its warpgroup's buffer for dQ's part (shared memory)
+    float *dq_part;                               // kernels 10-18: its warpgroup's buffer for dQ's part (shared memory)
 };
 
 /* A consumer's row tile: its queries, its stage of the ring, and ds^T's buffer. */
@@ -167,7 +167,8 @@ struct BwdWgRow {
     uint32_t q_s, do_s, ds_s;                     // Q_i, dO_i (the stage); ds^T's buffer (it % 2)
     const float *lse_s, *dl_s;                    // L_i log2 e, Delta_i (the stage)
     /* kernel 17: this lane's first pair of each (queries 2 t, 2 t + 1), read as soon as the stage has landed, ahead of
-     * the waits for the products; filled by a hook that holds the row tile by const reference, hence mutable */
+     * the waits for the products; filled by its stage_landed (kernel 12's scores), which holds the row tile by const
+     * reference, hence mutable, and read by its lse_pair and dl_pair (kernel 8's p_ds), after it */
     mutable float2 lse0 = {}, dl0 = {};
 };
 
@@ -255,7 +256,7 @@ struct B5Policy {
     {
         return *reinterpret_cast<const float2 *>(rt.dl_s + 8 * n + 2 * t);
     }
-    /* Once the stage has landed, before any product is waited for (kernels 12-18's scores): nothing here. */
+    /* Once the stage has landed, before s^T is issued (kernels 12-18's scores): nothing here. */
     template <class A> static __device__ __forceinline__ void stage_landed(const BwdWgRow &rt, int t) { (void)rt, (void)t; }
     /* In kernels 12-18's scores, once the last row tile's dQ part is issued: nothing here (end_row waited for that
      * tile's dV and dK and freed its stage; kernel 18 does both here). */
@@ -427,7 +428,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
         mbar_init(kv_full, 1);
         for (int s = 0; s < STAGES; s++) {
             mbar_init(full + 8 * s, 1 + 32);         // the TMA thread's expect_tx + warp 1's 32 lanes (L, Delta)
-            mbar_init(empty + 8 * s, 128 * C::NWG);  // one arrival per consumer thread (why: end_row)
+            mbar_init(empty + 8 * s, 128 * C::NWG);  // one arrival per consumer thread (why: end_row; kernel 18: dq_issued, end_walk)
         }
         P::init_barriers(a);
         fence_mbar_init();
@@ -587,10 +588,10 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
 
             /* Named barrier 1, the 256 consumer threads. After it: both halves
              * of ds^T[it % 2] are visible to all; and every consumer has finished
-             * tile it - 1's dQ (wgmma_wait<0>), so tile it + 1 may overwrite
-             * ds^T[(it + 1) % 2]. */
+             * tile it - 1's dQ (kernels 5-11: end_row's wait; 12-18: scores'),
+             * so tile it + 1 may overwrite ds^T[(it + 1) % 2]. */
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
-            P::end_row(a, w, rt, dq);                 // dQ_i += ds K_j, the stage freed
+            P::end_row(a, w, rt, dq);                 // kernels 5-11: dQ_i += ds K_j; the stage freed (kernel 18: later)
         }
 
         float dq_end[32];                             // kernel 12: the walk's last dQ part (end_walk)
@@ -663,7 +664,7 @@ static int wg_launch_dt(int id, const void *q, const void *k, const void *v, con
     return P::convert_dq(dq_acc, dq, BH, N, Npad, D, scale, dtype, s);
 }
 
-/* Kernels 5-12's launch: the policy's instance for the dtype and D asked. */
+/* Kernels 5-18's launch: the policy's instance for the dtype and D asked. */
 template <class P>
 static int wg_launch(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
                      const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D, int dtype,

@@ -6,13 +6,13 @@
  * issues nothing. Each row tile, p^T's exponents read L_i log2 e from the ring's stage (p^T = 2^(s^T scale_log2 -
  * L_i log2 e)) and ds^T's subtractions read Delta_i, each pair of them loaded where it is used: right after the wait
  * for s^T (dp^T's), and behind the 16 stores of dQ's part that the same warp has just queued (kernel 12's scores).
- * Here each lane loads its first pair of each (queries 2 t and 2 t + 1) as soon as the stage has landed, before any
- * product is issued, and keeps them in four registers until they are used; the other seven pairs of each are loaded
+ * Here each lane loads its first pair of each (queries 2 t and 2 t + 1) as soon as the stage has landed, before s^T
+ * is issued, and keeps them in four registers until they are used; the other seven pairs of each are loaded
  * where they were, behind the first ones' arithmetic. The products are the same: dK and dV are kernel 5's bit for bit
  * (--check compares them). At D = 128 only (at D = 64 it gained nothing beyond the spread: B17Policy::ahead).
  * Why: Nsight Compute's per-instruction samples of kernel 15 at D = 128, N = 8192 (H200; RESULTS.md#bwd-15): the first
- * FFMA of p^T, waiting for L's first pair, holds 3.6% of all the kernel's stall samples, more than any instruction but
- * one wgmma wait; the first FADD of ds^T, waiting for Delta's, 1.1%.
+ * FFMA of p^T, waiting for L's first pair, holds 3.6% of all the kernel's stall samples, third after a wgmma wait and
+ * an mbarrier wait's spin; the first FADD of ds^T, waiting for Delta's, 1.1%.
  * What it costs: four registers per consumer thread across s^T's and dp^T's products (ptxas, sm_90a: the same spills
  * as kernel 15's).
  * Measured: H200, fp16, D = 128, over kernel 15 in the same run (three runs, one causal): +0.4% to +3.6% at every N,
@@ -69,7 +69,7 @@ static void b17_describe(long D, int dtype, char *buf, size_t n)
 
 static const BackwardKernel bwd17 = {
     .id = 17, .extends = 15, .name = "vectors ahead",
-    .idea = "kernel 15 with each row tile's first pairs of L and Delta read as soon as the stage lands",
+    .idea = "kernel 15 with each row tile's first pairs of L and Delta read as soon as the stage lands (D = 128)",
     .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
     .workspace = B17Policy::workspace, .launch = b17_launch, .describe = b17_describe,
     .unavailable = wgmma_unavailable, .dkdv_as = 5, .persistent = 1,
