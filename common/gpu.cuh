@@ -29,7 +29,8 @@
 
 /* A wait on the GPU under gpu.cu's watchdog (FA_WATCHDOG_S): past the deadline the program prints one FAIL line
  * naming `what` and exits 1, so a kernel that never ends is a failed check, not a hung one. gpu.cu's own waits
- * (uploads, downloads, syncs, the timer) and the steps' .cu files' (step 06's model, step 01's naive) use it. */
+ * (uploads, downloads, syncs, the timer) and the steps' .cu files' (step 06's model, step 01's naive sync, step 02's
+ * timed samples, the registry's fit runs) use it. */
 extern "C" void gpu_wait_begin(const char *what);
 extern "C" void gpu_wait_end(void);
 #define CUDA_WAITED(what, call) do { gpu_wait_begin(what); CUDA_CHECK(call); gpu_wait_end(); } while (0)
