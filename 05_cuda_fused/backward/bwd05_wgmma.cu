@@ -225,17 +225,24 @@ struct B5Policy {
         (void)a;
         produce(bh, j0, i_begin, it);
     }
-    /* Warp 1 (and kernel 10's writer warps): f's work on the block's item, f(bh, i_begin, x...). */
+    /* Warp 1 (and kernel 10's writer warps): f's work on the block's item, f(bh, j0, i_begin, x...). */
     template <class A, class F, class... X>
-    static __device__ __forceinline__ void each_item(const A &a, F &f, long bh, long i_begin, X &...x)
+    static __device__ __forceinline__ void each_item(const A &a, F &f, long bh, long j0, long i_begin, X &...x)
     {
         (void)a;
-        f(bh, i_begin, x...);
+        f(bh, j0, i_begin, x...);
     }
     /* Warps 2-3 (and lanes 1-31 of warp 0): idle. */
-    template <class A> static __device__ __forceinline__ void other_warps(const A &a, long bh, long i_begin)
+    template <class A> static __device__ __forceinline__ void other_warps(const A &a, long bh, long j0, long i_begin)
     {
-        (void)a, (void)bh, (void)i_begin;
+        (void)a, (void)bh, (void)j0, (void)i_begin;
+    }
+    /* The producer's roles and the writers: the row tile that step i0 of the walk of the K/V tile from key j0 loads and
+     * adds into: the step itself (kernel 19: the walk rotated). The consumers see only the steps. */
+    template <class A> static __device__ __forceinline__ long row_at(const A &a, long i0, long j0)
+    {
+        (void)a, (void)j0;
+        return i0;
     }
 
     // The consumer warpgroups.
@@ -456,8 +463,9 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
                     mbar_expect_tx(full + 8 * s, 2 * C::ROW_TILE);
 #pragma unroll
                     for (int blk = 0; blk < D / 64; blk++) {
-                        tma_load_3d(q_dst + blk * BR * 128, &tm_q, blk * 64, (int)i0, (int)bh, full + 8 * s);
-                        tma_load_3d(q_dst + C::ROW_TILE + blk * BR * 128, &tm_do, blk * 64, (int)i0, (int)bh, full + 8 * s);
+                        const int row = (int)P::row_at(a, i0, j0);
+                        tma_load_3d(q_dst + blk * BR * 128, &tm_q, blk * 64, row, (int)bh, full + 8 * s);
+                        tma_load_3d(q_dst + C::ROW_TILE + blk * BR * 128, &tm_do, blk * 64, row, (int)bh, full + 8 * s);
                     }
                 }
             };
@@ -471,12 +479,13 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
              * them visible. Why not the TMA: the note above the consumers' loop. */
             const int lane = threadIdx.x % 32;
             float4 *vec_s = reinterpret_cast<float4 *>(base_ptr + C::OFF_VEC);
-            auto vecs = [&](long bh, long i_begin, long &it) {
+            auto vecs = [&](long bh, long j0, long i_begin, long &it) {
                 const float *lse_h = lse2 + bh * Npad, *dl_h = delta + bh * Npad;
                 for (long i0 = i_begin; i0 < N; i0 += BR, it++) {
                     const int s = (int)(it % STAGES), use = (int)((it / STAGES) & 1);
                     mbar_wait(empty + 8 * s, use ^ 1);   // the consumers are done with the stage's L, Delta too
-                    const float4 *src_l = reinterpret_cast<const float4 *>(lse_h + i0), *src_d = reinterpret_cast<const float4 *>(dl_h + i0);
+                    const long row = P::row_at(a, i0, j0);
+                    const float4 *src_l = reinterpret_cast<const float4 *>(lse_h + row), *src_d = reinterpret_cast<const float4 *>(dl_h + row);
 #pragma unroll 1   /* 24 registers: one float4 in flight, not a spill */
                     for (int x = lane; x < BR / 2; x += 32)   // [L_i | Delta_i] as BR / 2 float4
                         vec_s[s * BR / 2 + x] = x < BR / 4 ? src_l[x] : src_d[x - BR / 4];
@@ -484,9 +493,9 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
                 }
             };
             long it = 0;
-            P::each_item(a, vecs, bh, i_begin, it);
+            P::each_item(a, vecs, bh, j0, i_begin, it);
         } else {
-            P::other_warps(a, bh, i_begin);
+            P::other_warps(a, bh, j0, i_begin);
         }
         return;
     }
@@ -664,7 +673,7 @@ static int wg_launch_dt(int id, const void *q, const void *k, const void *v, con
     return P::convert_dq(dq_acc, dq, BH, N, Npad, D, scale, dtype, s);
 }
 
-/* Kernels 5-18's launch: the policy's instance for the dtype and D asked. */
+/* Kernels 5-19's launch: the policy's instance for the dtype and D asked. */
 template <class P>
 static int wg_launch(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
                      const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D, int dtype,

@@ -54,21 +54,22 @@ struct B10Policy : B8Policy {
      * (the engine has read it: the buffer is free), 160 threads each: the warpgroup's 128 and this warp's 32. The
      * consumers arrive on the first without waiting and wait on the second only when their next part is ready, a row
      * tile later. */
-    template <class A> static __device__ __forceinline__ void other_warps(const A &a, long bh, long i_begin)
+    template <class A> static __device__ __forceinline__ void other_warps(const A &a, long bh, long j0, long i_begin)
     {
         using C = typename A::C;
         if (threadIdx.x / 32 >= 2) {
             const int w = threadIdx.x / 32 - 2, lane = threadIdx.x % 32;
             const uint32_t buf = a.base + C::OFF_DQ + w * 64 * 64 * 4;
-            auto send = [&](long bh, long i_begin) { send_walk(a, w, lane, buf, bh, i_begin); };
-            A::P::each_item(a, send, bh, i_begin);
+            auto send = [&](long bh, long j0, long i_begin) { send_walk(a, w, lane, buf, bh, j0, i_begin); };
+            A::P::each_item(a, send, bh, j0, i_begin);
             if (lane == 0) bulk_wait_all();      // the sums done before the block ends
         }
     }
-    /* Writer warp 2 + w: the parts of one walk (head bh, row tiles from i_begin), each sent once it is in. The buffer
-     * is free at the walk's start and after each part but the last (the next walk's start frees that one). */
+    /* Writer warp 2 + w: the parts of one walk (head bh, the K/V tile from key j0, its steps from i_begin, each into
+     * the row tile row_at names), each sent once it is in. The buffer is free at the walk's start and after each part
+     * but the last (the next walk's start frees that one). */
     template <class A>
-    static __device__ __forceinline__ void send_walk(const A &a, int w, int lane, uint32_t buf, long bh, long i_begin)
+    static __device__ __forceinline__ void send_walk(const A &a, int w, int lane, uint32_t buf, long bh, long j0, long i_begin)
     {
         constexpr int BR = A::C::BR, QB = BR / 64, DB = A::D / 64;
         const long N = a.N, Npad = a.Npad;
@@ -77,7 +78,7 @@ struct B10Policy : B8Policy {
         for (long i0 = i_begin; i0 < N; i0 += BR) {
             asm volatile("bar.sync %0, 160;\n" ::"r"(4 + w) : "memory");   // the part is in
             if (lane == 0) {
-                const long blk = (bh * (Npad / 64) + i0 / 64 + (QB == 2 ? w : 0)) * DB + (DB == 2 ? w : 0);
+                const long blk = (bh * (Npad / 64) + A::P::row_at(a, i0, j0) / 64 + (QB == 2 ? w : 0)) * DB + (DB == 2 ? w : 0);
                 bulk_reduce_add_f32(dq_acc + blk * 4096, buf, 64 * 64 * 4);   // dQ_i += part, 16 KB in one piece
                 bulk_commit();
                 bulk_wait_read();                                              // the engine has read the buffer

@@ -129,12 +129,13 @@ struct B11Policy : B10Policy {
             f(tbh, tjt);
         }
     }
-    /* Warp 1 and the writer warps: f's work on each item (its head, its walk's first row tile), in the ring's order. */
+    /* Warp 1 and the writer warps: f's work on each item (its head, its K/V tile's first key, its walk's first row
+     * tile), in the ring's order. */
     template <class A, class F, class... X>
-    static __device__ __forceinline__ void each_item(const A &a, F &f, long bh, long i_begin, X &...x)
+    static __device__ __forceinline__ void each_item(const A &a, F &f, long bh, long j0, long i_begin, X &...x)
     {
-        (void)bh, (void)i_begin;
-        each_tile(a, [&](long tbh, long tjt) { f(tbh, first_row(a, tjt * A::C::BC), x...); });
+        (void)bh, (void)j0, (void)i_begin;
+        each_tile(a, [&](long tbh, long tjt) { f(tbh, tjt * A::C::BC, first_row(a, tjt * A::C::BC), x...); });
     }
     /* After the walk: K_j, V_j read for the last time; the next item's may load. */
     template <class A>

@@ -128,15 +128,15 @@ struct B13Policy : B12Policy {
     /* Writer warp 2 + w: walk after walk, kernel 10's dQ parts, then dK_w and dV_w of the walk (keys j0 + 64 w ..):
      * the buffer freed after the last part (the consumers put dV there), then one box per 64 columns of each, sent
      * once they are in; the next walk's start frees the buffer again once the engine has read them. */
-    template <class A> static __device__ __forceinline__ void other_warps(const A &a, long bh, long i_begin)
+    template <class A> static __device__ __forceinline__ void other_warps(const A &a, long bh, long j0, long i_begin)
     {
         using C = typename A::C;
-        (void)bh, (void)i_begin;
+        (void)bh, (void)j0, (void)i_begin;
         if (threadIdx.x / 32 >= 2) {
             const int w = threadIdx.x / 32 - 2, lane = threadIdx.x % 32;
             const uint32_t buf = a.base + C::OFF_DQ + w * DQ_PART * 4;
             each_tile(a, [&](long tbh, long tjt) {  // kernel 11's ring: the stores need the tile, not only its walk
-                send_walk(a, w, lane, buf, tbh, first_row(a, tjt * C::BC));
+                send_walk(a, w, lane, buf, tbh, tjt * C::BC, first_row(a, tjt * C::BC));
                 asm volatile("bar.arrive %0, 160;\n" ::"r"(6 + w) : "memory");   // the last part is read: free
                 asm volatile("bar.sync %0, 160;\n" ::"r"(4 + w) : "memory");     // dK_w, dV_w are in
                 if (lane == 0) {

@@ -439,9 +439,11 @@ static void grid_extras(void *ctx, int dt, int b, long D)
  * Captured once and replayed on new inputs three times, and two problems on two streams at once for three rounds: dK
  * and dV must equal the base's (the first rung below that is not persistent) plain launch bit for bit, and dQ, which
  * both add up in the order the K/V tiles arrive, within 1e-3 of its largest value (a row tile handed to nobody leaves
- * it NaN, the poison). */
+ * it NaN, the poison). A kernel whose dK and dV are no earlier kernel's (dkdv_as 0: its own order of row tiles) is
+ * its own base: its plain launch on the default stream. */
 static const BackwardKernel *bwd_persistent_base(const BackwardKernel *k)
 {
+    if (k && k->persistent && !k->dkdv_as) return k;
     for (int steps = 0; k && k->persistent && steps < MAX_KERNELS; steps++) k = bwd_kernel(k->extends);
     return k && !k->persistent ? k : NULL;
 }
