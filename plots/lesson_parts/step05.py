@@ -6,12 +6,12 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
   bench_h200_fp16.csv        ./step05 --bench --dtype fp16: every fp16 kernel at FlashAttention's shapes
   sdpa_h200_fp16.csv         plots/sdpa_reference.py: FlashAttention-2 and cuDNN at the same shapes, the same call
   bench_backward_h200_fp16.csv, sdpa_backward_h200_fp16.csv     the backward, the same way
-  bench_backward_b2_18_h200_fp16.csv  every backward kernel at N = 512..4096 (--seq 4096): the kernel-by-kernel table
+  bench_backward_b2_19_h200_fp16.csv  every backward kernel at N = 512..4096 (--seq 4096): the kernel-by-kernel table
   bench_short_h200_fp16.csv, sdpa_short_h200_fp16.csv:
                              N = 512..2048 (--bench --seq 2048), kernels and SDPA in one call; causal: kernels 23
                              and 26 in 05_cuda_fused/forward/runs/k26_rounds/, the latest of their two calls (*_run3)
                              (kernels 12-23: the gallery's _causal)
-  bench_backward_b15_18_h200_fp16[_causal].csv, sdpa_backward_b15_18_h200_fp16[_causal].csv: backward kernels 15-18
+  bench_backward_b15_19_h200_fp16[_causal].csv, sdpa_backward_b15_19_h200_fp16[_causal].csv: backward kernels 15-19
                              and SDPA at every N, causal and not, one call (the short table's backward columns too)
   05_cuda_fused/*/runs/h200_ncu_*: Nsight Compute's reports beside cuDNN's (the instructions each kernel executed)
   decode_h200_fp16.csv, sdpa_decode_h200_fp16.csv                decode against a KV cache
@@ -188,17 +188,24 @@ def timer_idle():
     return f"{min(moves):.0f} to {max(moves):.0f}"
 
 
+def share(r):
+    """A kernel's share of cuDNN, r in %, in bold where cuDNN is ahead; two decimals where one would round a lead to
+    100.0."""
+    x = f"{r:.1f}" if r >= 100 or f"{r:.1f}" != "100.0" else f"{r:.2f}"
+    return f"**{x}%**" if r < 100 else f"{x}%"
+
+
 @part("s05-short")
 def short_vs():
     """The short sequences (N = 512..2048), forward and backward, causal and not: the best kernel against cuDNN, each
-    kernel run beside the SDPA run of its call (the forward's call, and the backward's of kernels 15-18)."""
+    kernel run beside the SDPA run of its call (the forward's call, and the backward's of kernels 15-19)."""
     cols = [("", "bench"), ("", "bench"), ("_backward", "bench_backward"), ("_backward", "bench_backward")]
     names = []
     body = {(D, N): [f"D = {D}", f"{N}"] for D in (64, 128) for N in (512, 1024, 2048)}
     for x, (kind, mode) in enumerate(cols):
         causal = x % 2
         c = "_causal" if causal else ""
-        if kind:   # the backward: the run of kernels 15-18 at every N, its N <= 2048
+        if kind:   # the backward: the run of kernels 15-19 at every N, its N <= 2048
             bench, sdpa = f"bench{BWD_LAST}{c}.csv", f"sdpa{BWD_LAST}{c}.csv"
         elif causal:   # the causal forward: kernels 23 and 26 beside cuDNN, one call
             bench, sdpa = (f05(f"forward/runs/k26_rounds/{w}_short_{k}h200_fp16_causal_run3.csv") for w, k in
@@ -213,7 +220,7 @@ def short_vs():
             b = max(rs, key=tf)
             cud = tf(pick(rows(sdpa, mode=mode, causal=causal), kernel=-3, N=N, D=D))
             r = 100 * tf(b) / cud
-            row.append(f"{'**' if r < 100 else ''}{r:.1f}%{'**' if r < 100 else ''} ({tf(b):.0f} / {cud:.0f})")  # bold: cuDNN ahead
+            row.append(f"{share(r)} ({tf(b):.0f} / {cud:.0f})")
     machines = {gpu_name(n) for n in names}
     if len(machines) != 1:
         raise DataError(f"{', '.join(names)}: not one machine ({machines})")
@@ -229,14 +236,14 @@ def short_vs():
                   ["---", "---:", "---:", "---:", "---:", "---:"]) +
             f"\n\n<sub>the best kernel / cuDNN, TFLOP/s, fp16, in bold where cuDNN is ahead; {machines.pop()}: " +
             "; ".join(f"`{c}`" for c in cmds) + f", each also with `--causal` (the forward then `--kernel "
-            f"{causal_kernels.group(1)}`; runs {links}); the backward: the runs of B15-B18's table below</sub>")
+            f"{causal_kernels.group(1)}`; runs {links}); the backward: the runs of B15-B19's table below</sub>")
 
 
 # --- the backward ------------------------------------------------------------------------------------------------
 
 BWD, BWD_SDPA = "bench_backward_h200_fp16.csv", "sdpa_backward_h200_fp16.csv"
-BWD_TABLE = "bench_backward_b2_18_h200_fp16.csv"   # the kernel-by-kernel table: every rung, N up to 4096
-BWD_LAST = "_backward_b15_18_h200_fp16"     # bench..., sdpa... [_causal].csv: kernels 15-18 beside cuDNN, every N
+BWD_TABLE = "bench_backward_b2_19_h200_fp16.csv"   # the kernel-by-kernel table: every rung, N up to 4096
+BWD_LAST = "_backward_b15_19_h200_fp16"     # bench..., sdpa... [_causal].csv: kernels 15-19 beside cuDNN, every N
 NS = (512, 1024, 2048, 4096, 8192, 16384)
 
 
@@ -258,41 +265,40 @@ def vs_cudnn(bench, sdpa, D=128, kernels=None):
 
 
 def last_vs_cudnn(causal, D=128):
-    """vs_cudnn of kernels 15-18 in the gallery's run."""
+    """vs_cudnn of kernels 15-19 in the gallery's run."""
     c = "_causal" if causal else ""
     return vs_cudnn(f"bench{BWD_LAST}{c}.csv", f"sdpa{BWD_LAST}{c}.csv", D)
 
 
 @part("s05-backward-last")
 def backward_last():
-    """Backward kernels 15-18 at D = 128 beside cuDNN at every N, and the best one's share of cuDNN, causal too."""
+    """The run's last two backward kernels (of 15-19) at D = 128 beside cuDNN at every N, and the run's best kernel's
+    share of cuDNN, causal too."""
     rs, ss = rows(f"bench{BWD_LAST}.csv", mode="bench_backward"), rows(f"sdpa{BWD_LAST}.csv", mode="bench_backward")
-    body = [[f"B{k}"] + [fmt(tf(pick(rs, kernel=k, N=N, D=128))) for N in NS] for k in run_kernels(rs)]
+    body = [[f"B{k}"] + [fmt(tf(pick(rs, kernel=k, N=N, D=128))) for N in NS] for k in run_kernels(rs)[-2:]]
     body.append(["cuDNN"] + [fmt(tf(pick(ss, kernel=-3, N=N, D=128))) for N in NS])
     for causal in (0, 1):
         v = last_vs_cudnn(causal)
-        body.append([f"best / cuDNN{', causal' if causal else ''}"] +
-                    [f"{'**' if v[N][0] < 100 else ''}{v[N][0]:.1f}%{'**' if v[N][0] < 100 else ''}" for N in NS])
+        body.append([f"best / cuDNN{', causal' if causal else ''}"] + [share(v[N][0]) for N in NS])
     return (table(["D = 128"] + [f"N = {N}" for N in NS], body, ["---"] + ["---:"] * len(NS)) +
             "\n\n<sub>backward TFLOP/s, fp16, in bold where cuDNN is ahead; " + source(f"bench{BWD_LAST}.csv", "kernels") + "; " +
             source(f"sdpa{BWD_LAST}.csv", "cuDNN") + "; each also with `--causal`</sub>")
 
 
-# Kernel 18's two runs beside cuDNN before the gallery's (with kernel 17; their code at D = 64 was not the landed one,
-# D = 128's is).
-BWD_EARLIER = "backward/runs/k18_no_drain/"
+# Kernel 19's run beside cuDNN before the gallery's (its code at D = 64 was not the landed one, D = 128's is).
+BWD_EARLIER = "backward/runs/k19_diagonal_start/"
 
 
 @part("s05-backward-gap")
 def backward_gap():
-    """How far the best backward at D = 128 trails cuDNN at its worst N, not causal, in any of the three runs of
-    kernel 18 (the README's "where cuDNN leads": an error if it leads nowhere)."""
-    runs = [last_vs_cudnn(0)] + [vs_cudnn(f05(f"{BWD_EARLIER}bench_backward_b17_18_h200_fp16_run{x}.csv"),
-                                          f05(f"{BWD_EARLIER}sdpa_backward_b17_18_h200_fp16_run{x}.csv")) for x in (1, 2)]
+    """How far the best backward at D = 128 trails cuDNN at its worst N, not causal, in either run of kernel 19 (the
+    README's "where cuDNN leads": an error if it leads nowhere)."""
+    runs = [last_vs_cudnn(0), vs_cudnn(f05(f"{BWD_EARLIER}bench_backward_b15_19_h200_fp16_run1.csv"),
+                                       f05(f"{BWD_EARLIER}sdpa_backward_b15_19_h200_fp16_run1.csv"))]
     gap = 100 - min(r for run in runs for r, _, _ in run.values())
     if gap <= 0:
         raise DataError(f"bench{BWD_LAST}.csv, {BWD_EARLIER}: cuDNN leads at no N in any run; the README's sentence says it does")
-    return fmt(gap, 1)
+    return fmt(gap, 2 if gap < 0.1 else 1)
 
 
 def ncu(path, kernel, metric):
@@ -318,21 +324,6 @@ def pct_more_or_fewer(a, b):
     """a against b as 'N% more' or 'N% fewer'."""
     x = 100 * (a / b - 1)
     return f"{abs(x):.0f}% {'more' if x >= 0 else 'fewer'}"
-
-
-BWD_NCU = ("backward/runs/h200_ncu_b15_n4096_d128.txt", "B15Policy", "backward/runs/h200_ncu_cudnn_bwd_n4096_d128.txt")
-
-
-@part("s05-ncu-bwd")
-def ncu_bwd():
-    """Backward kernel 15's instructions against cuDNN's at D = 128, N = 4096."""
-    return more_or_fewer(*BWD_NCU)
-
-
-@part("s05-ncu-bwd-cycles")
-def ncu_bwd_cycles():
-    """Its cycles, the same two reports."""
-    return more_or_fewer(*BWD_NCU, metric="Elapsed Cycles")
 
 
 def work_instructions(path):
