@@ -124,7 +124,9 @@ typedef struct BackwardKernel {
     int dq_deterministic;
     /* The id of a kernel whose dK and dV this one's must equal bit for bit
      * (the same arithmetic, in another order of issue or another way of
-     * adding dQ: --check compares them), or 0. */
+     * adding dQ: --check compares them), or 0: its own order of row tiles
+     * (backward kernel 19), and a persistent one is then its own base in the
+     * graph and streams check (host/backward.c). */
     int dkdv_as;
     int persistent;         /* as FusedKernel's */
 } BackwardKernel;

@@ -8,7 +8,7 @@
  * by a 2-stage ring; p^T and ds^T stay in registers as A operands, as in kernel 4; the consumer threads write only
  * ds^T (for dQ) to shared memory, and read L_i and Delta_i from the ring's stage, where the producer's warp 1 put
  * them. dQ leaves by red.global.add.v2, as in kernels 2-4. fp16/bf16, D = 64 or 128, causal or not, any N; built
- * only for sm_90a. This file holds the body that backward kernels 6-18 reuse: they change its policy (B5Policy).
+ * only for sm_90a. This file holds the body that backward kernels 6-19 reuse: they change its policy (B5Policy).
  * Why: kernel 4's warps each own 16 keys and read the whole Q_i and dO_i tile through ldmatrix for every 16 keys,
  * twice (straight for s^T and dp^T, transposed for dK and dV): 1.8 mma per ldmatrix, 240-255 registers, one block
  * of 8 warps per SM and a block-wide barrier per row tile. Here the tensor cores read each tile from shared memory
@@ -157,7 +157,7 @@ struct BwdWgThread {
     uint32_t k_w, v_w;                            // K_w, V_w: its warpgroup's 64 keys of K_j, V_j
     long bh, jt, i_begin;                         // the item: (batch, head), K/V tile, its first row tile
     long kw0, key0;                               // its warpgroup's first key; this lane's: key0 (rows g) and key0 + 8
-    float *dq_part;                               // kernels 10-18: its warpgroup's buffer for dQ's part (shared memory)
+    float *dq_part;                               // kernels 10-19: its warpgroup's buffer for dQ's part (shared memory)
 };
 
 /* A consumer's row tile: its queries, its stage of the ring, and ds^T's buffer. */
@@ -195,7 +195,7 @@ template <class A> __device__ __forceinline__ void bwd_wg_scores(float *acc, uin
     }
 }
 
-/* The policy of backward kernel 5: the hooks where kernels 6-18 change the body (each later kernel derives its
+/* The policy of backward kernel 5: the hooks where kernels 6-19 change the body (each later kernel derives its
  * policy from its predecessor's and replaces what its idea changes), with kernel 5's code in each.
  *
  * Hooks and the machine code. Every kernel here compiles to the instructions it had when the seven kernels were one
@@ -254,7 +254,7 @@ struct B5Policy {
         return true;
     }
     /* Pair n of L_i log2 e and of Delta_i for this lane's queries 8 n + 2 t and 8 n + 2 t + 1, read from the stage
-     * where they are used (kernel 17 reads the first pair ahead: stage_landed). Called by kernels 8-18's p_ds. */
+     * where they are used (kernel 17 reads the first pair ahead: stage_landed). Called by kernels 8-19's p_ds. */
     template <class A> static __device__ __forceinline__ float2 lse_pair(const BwdWgRow &rt, int n, int t)
     {
         return *reinterpret_cast<const float2 *>(rt.lse_s + 8 * n + 2 * t);
@@ -263,9 +263,9 @@ struct B5Policy {
     {
         return *reinterpret_cast<const float2 *>(rt.dl_s + 8 * n + 2 * t);
     }
-    /* Once the stage has landed, before s^T is issued (kernels 12-18's scores): nothing here. */
+    /* Once the stage has landed, before s^T is issued (kernels 12-19's scores): nothing here. */
     template <class A> static __device__ __forceinline__ void stage_landed(const BwdWgRow &rt, int t) { (void)rt, (void)t; }
-    /* In kernels 12-18's scores, once the last row tile's dQ part is issued: nothing here (end_row waited for that
+    /* In kernels 12-19's scores, once the last row tile's dQ part is issued: nothing here (end_row waited for that
      * tile's dV and dK and freed its stage; kernel 18 does both here). */
     template <class A>
     static __device__ __forceinline__ void dq_issued(const A &a, const BwdWgThread &w, const BwdWgRow &rt)
@@ -597,7 +597,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
 
             /* Named barrier 1, the 256 consumer threads. After it: both halves
              * of ds^T[it % 2] are visible to all; and every consumer has finished
-             * tile it - 1's dQ (kernels 5-11: end_row's wait; 12-18: scores'),
+             * tile it - 1's dQ (kernels 5-11: end_row's wait; 12-19: scores'),
              * so tile it + 1 may overwrite ds^T[(it + 1) % 2]. */
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
             P::end_row(a, w, rt, dq);                 // kernels 5-11: dQ_i += ds K_j; the stage freed (kernel 18: later)

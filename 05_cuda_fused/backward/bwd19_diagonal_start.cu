@@ -14,11 +14,13 @@
  * one thing all of a head's blocks do at once is dQ's reduce-add into the same 32 KB of dQ_i. Kernel 18 with that
  * reduce-add left out (a wrong dQ, timed only) ran 2.1% and 2.7% faster there: about the most this idea could win.
  * What it costs: a test, a compare and a subtract a step in three places. dK and dV add their row tiles in another
- * order: they are no longer kernel 5's bit for bit, only the same from run to run (--check compares them with the
- * float64 reference, and with this kernel's own plain launch under a CUDA graph and on two streams).
+ * order (D = 128, not causal): they are no longer kernel 5's bit for bit, only the same from run to run (--check
+ * compares them with the float64 reference, and with this kernel's own plain launch under a CUDA graph and on two
+ * streams; registered with dkdv_as 0, its D = 64 and causal cases lose the comparison with kernel 5's too).
  * Measured: H200, fp16, D = 128, over kernel 18 in the same run: +0.2% to +1.8% not causal (+1.8% at N = 8192),
  * and causal, where the walk is kernel 18's, +0.3% to +1.0%: the machine code differs there too (the test, 4.5 KB
- * more code), so the rotation's own share is the difference, largest at N = 8192. RESULTS.md#bwd-19 has the runs.
+ * more code), so the rotation's own share is the difference: 0.3% to 0.9% at N = 8192 in all four runs, within the
+ * spread elsewhere. RESULTS.md#bwd-19 has the runs.
  */
 #ifndef RUNG
 #define RUNG 19         // this file is the one compiled: its launcher and registry entry (the end) are built
@@ -32,7 +34,7 @@ struct B19Policy : B18Policy {
     /* At D = 128 only: at D = 64 it measured 2.5% behind to 0.4% ahead of kernel 18, and there kernel 19 is kernel
      * 18's machine code, which at D = 64 is kernel 15's. */
     template <int D> __host__ __device__ static constexpr bool diagonal_start() { return D == 128; }
-    /* Step i0 of the walk of K/V tile j0, not causal: the row tile i0 past the one holding row j0, round the head's
+    /* Step i0 of the walk of the K/V tile from key j0, not causal: the row tile i0 past the one holding row j0, round the head's
      * row tiles (whole tiles: the last one's rows past N are padding, as in every walk). Causal: step i0 itself. */
     template <class A> static __device__ __forceinline__ long row_at(const A &a, long i0, long j0)
     {

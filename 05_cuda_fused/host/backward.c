@@ -440,7 +440,9 @@ static void grid_extras(void *ctx, int dt, int b, long D)
  * and dV must equal the base's (the first rung below that is not persistent) plain launch bit for bit, and dQ, which
  * both add up in the order the K/V tiles arrive, within 1e-3 of its largest value (a row tile handed to nobody leaves
  * it NaN, the poison). A kernel whose dK and dV are no earlier kernel's (dkdv_as 0: its own order of row tiles) is
- * its own base: its plain launch on the default stream. */
+ * its own base: its plain launch on the default stream. The lines then catch what a graph or a second stream breaks
+ * (a tile skipped or done twice, a stale counter: NaN or a different sum), not an error the plain launch shares:
+ * the float64 grid above is the check of its values. */
 static const BackwardKernel *bwd_persistent_base(const BackwardKernel *k)
 {
     if (k && k->persistent && !k->dkdv_as) return k;

@@ -188,11 +188,18 @@ def timer_idle():
     return f"{min(moves):.0f} to {max(moves):.0f}"
 
 
+def apart(x, edge):
+    """x to one decimal, or to as many more as it takes for the text not to read as `edge` (99.95 next to 100, 0.05
+    next to 0): a share just short of cuDNN's, or a lead just above none, is never printed as the edge itself."""
+    nd = 1
+    while x != edge and float(f"{x:.{nd}f}") == edge and nd < 6:
+        nd += 1
+    return f"{x:.{nd}f}"
+
+
 def share(r):
-    """A kernel's share of cuDNN, r in %, in bold where cuDNN is ahead; two decimals where one would round a lead to
-    100.0."""
-    x = f"{r:.1f}" if r >= 100 or f"{r:.1f}" != "100.0" else f"{r:.2f}"
-    return f"**{x}%**" if r < 100 else f"{x}%"
+    """A kernel's share of cuDNN, r in %, in bold where cuDNN is ahead."""
+    return f"**{apart(r, 100)}%**" if r < 100 else f"{apart(r, 100)}%"
 
 
 @part("s05-short")
@@ -298,7 +305,7 @@ def backward_gap():
     gap = 100 - min(r for run in runs for r, _, _ in run.values())
     if gap <= 0:
         raise DataError(f"bench{BWD_LAST}.csv, {BWD_EARLIER}: cuDNN leads at no N in any run; the README's sentence says it does")
-    return fmt(gap, 2 if gap < 0.1 else 1)
+    return apart(gap, 0)
 
 
 def ncu(path, kernel, metric):
