@@ -34,8 +34,9 @@ struct B19Policy : B18Policy {
     /* At D = 128 only: at D = 64 it measured 2.5% behind to 0.4% ahead of kernel 18, and there kernel 19 is kernel
      * 18's machine code, which at D = 64 is kernel 15's. */
     template <int D> __host__ __device__ static constexpr bool diagonal_start() { return D == 128; }
-    /* Step i0 of the walk of the K/V tile from key j0, not causal: the row tile i0 past the one holding row j0, round the head's
-     * row tiles (whole tiles: the last one's rows past N are padding, as in every walk). Causal: step i0 itself. */
+    /* Step i0 of the walk of the K/V tile from key j0, not causal: the row tile i0 past the one holding row j0, round
+     * the head's row tiles (whole tiles: the last one's rows past N are padding, as in every walk). Causal: step i0
+     * itself. */
     template <class A> static __device__ __forceinline__ long row_at(const A &a, long i0, long j0)
     {
         constexpr int BR = A::C::BR;
