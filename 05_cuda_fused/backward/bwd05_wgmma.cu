@@ -568,6 +568,8 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
                 const bool need_mask = kw0 + 64 > N || (causal && i0 < kw0 + 63);
 #pragma unroll
                 for (int n = 0; n < BR / 8; n++) {
+                    /* B5Policy's lse_pair and dl_pair, written out: called here, they changed kernels 5 and 6's
+                     * machine code (cubins compared) */
                     const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * n + 2 * t);
                     const float2 dl = *reinterpret_cast<const float2 *>(dl_s + 8 * n + 2 * t);
                     bwd_p_ds4<T>(s + 4 * n, dp + 4 * n, lse, dl, scale_log2, need_mask, key0, i0 + 8 * n + 2 * t, N, causal,

@@ -34,7 +34,6 @@ struct B7Policy : B5Policy {
         (void)dv;
         using T = typename A::T;
         constexpr int BR = A::C::BR;
-        const float *lse_s = rt.lse_s, *dl_s = rt.dl_s;
         const float scale_log2 = a.scale_log2;
         const long N = a.N, key0 = w.key0, i0 = rt.i0;
         const int causal = a.causal, t = w.t;
@@ -42,8 +41,7 @@ struct B7Policy : B5Policy {
         auto p_ds_tile = [&](bool masked) {
 #pragma unroll
             for (int n = 0; n < BR / 8; n++) {
-                const float2 lse = *reinterpret_cast<const float2 *>(lse_s + 8 * n + 2 * t);
-                const float2 dl = *reinterpret_cast<const float2 *>(dl_s + 8 * n + 2 * t);
+                const float2 lse = A::P::template lse_pair<A>(rt, n, t), dl = A::P::template dl_pair<A>(rt, n, t);
                 bwd_p_ds4<T>(s + 4 * n, dp + 4 * n, lse, dl, scale_log2, masked, key0, i0 + 8 * n + 2 * t, N, causal,
                              &pa[n / 2][(n % 2) * 2], &dsa[n / 2][(n % 2) * 2]);
             }

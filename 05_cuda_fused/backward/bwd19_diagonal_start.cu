@@ -40,10 +40,13 @@ struct B19Policy : B18Policy {
     template <class A> static __device__ __forceinline__ long row_at(const A &a, long i0, long j0)
     {
         constexpr int BR = A::C::BR;
-        if constexpr (!diagonal_start<A::D>()) return B18Policy::row_at(a, i0, j0);
-        if (a.causal) return i0;
-        const long rows = (a.N + BR - 1) / BR * BR, r = i0 + j0 / BR * BR;
-        return r < rows ? r : r - rows;
+        if constexpr (!diagonal_start<A::D>()) {
+            return B18Policy::row_at(a, i0, j0);
+        } else {
+            if (a.causal) return i0;
+            const long rows = (a.N + BR - 1) / BR * BR, r = i0 + j0 / BR * BR;
+            return r < rows ? r : r - rows;
+        }
     }
 };
 } // namespace
