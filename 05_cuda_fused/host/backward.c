@@ -383,7 +383,7 @@ static void check_case(long only, int dt, long B, long H, long N, long D, int ca
         dfree(ws);
         /* A kernel that does another's arithmetic in another order of issue
          * (dkdv_as): its dK and dV are that kernel's, bit for bit. */
-        const BackwardKernel *kx = kb->dkdv_as ? bwd_kernel(kb->dkdv_as) : NULL;
+        const BackwardKernel *kx = kb->dkdv_as && !(kb->own_order && kb->own_order(D, causal)) ? bwd_kernel(kb->dkdv_as) : NULL;
         if (kx && bwd_runs(kx, dt, D)) {
             const size_t wsx = kx->workspace(B, H, N, D, dt);
             void *wx = dmalloc(wsx ? wsx : 1, "backward workspace");
@@ -439,13 +439,10 @@ static void grid_extras(void *ctx, int dt, int b, long D)
  * Captured once and replayed on new inputs three times, and two problems on two streams at once for three rounds: dK
  * and dV must equal the base's (the first rung below that is not persistent) plain launch bit for bit, and dQ, which
  * both add up in the order the K/V tiles arrive, within 1e-3 of its largest value (a row tile handed to nobody leaves
- * it NaN, the poison). A kernel whose dK and dV are no earlier kernel's (dkdv_as 0: its own order of row tiles) is
- * its own base: its plain launch on the default stream. The lines then catch what a graph or a second stream breaks
- * (a tile skipped or done twice, a stale counter: NaN or a different sum), not an error the plain launch shares:
- * the float64 grid above is the check of its values. */
+ * it NaN, the poison). Where the kernel adds dK's and dV's row tiles in an order of its own (own_order), they too are
+ * held to 1e-3 of their largest value. */
 static const BackwardKernel *bwd_persistent_base(const BackwardKernel *k)
 {
-    if (k && k->persistent && !k->dkdv_as) return k;
     for (int steps = 0; k && k->persistent && steps < MAX_KERNELS; steps++) k = bwd_kernel(k->extends);
     return k && !k->persistent ? k : NULL;
 }
@@ -461,8 +458,10 @@ static void bwd_launch_on(void *c, void *stream)
 }
 
 /* The gradients now on p's device buffers (downloaded into got[3]) against kb's plain launch: the dK and dV values that
- * differ, plus the dQ values off by more than 1e-3 of dQ's largest (NaN is off). */
-static size_t bwd_persist_diff(const BackwardKernel *kb, Problem *p, void *ws, float *const got[3], float *const base[3])
+ * differ (loose: off by more than 1e-3 of their largest), plus the dQ values off by more than 1e-3 of dQ's largest (NaN
+ * is off). */
+static size_t bwd_persist_diff(const BackwardKernel *kb, Problem *p, void *ws, float *const got[3], float *const base[3],
+                               int loose)
 {
     poison_grads(p);
     BwdLaunch c = {kb, p, ws};
@@ -470,12 +469,13 @@ static size_t bwd_persist_diff(const BackwardKernel *kb, Problem *p, void *ws, f
     gpu_sync_check();
     void *dev[3] = {p->dQ, p->dK, p->dV};
     for (int g = 0; g < 3; g++) ddownload(base[g], dev[g], p->n, p->dtype);
-    double qmax = 0;
-    for (size_t i = 0; i < p->n; i++) qmax = fabs(base[0][i]) > qmax ? fabs(base[0][i]) : qmax;
     size_t bad = 0;
-    for (size_t i = 0; i < p->n; i++) bad += !(fabs(got[0][i] - base[0][i]) <= 1e-3 * qmax);
-    for (int g = 1; g < 3; g++)
-        for (size_t i = 0; i < p->n; i++) bad += !(got[g][i] == base[g][i]);
+    for (int g = 0; g < 3; g++) {
+        double vmax = 0;
+        for (size_t i = 0; i < p->n; i++) vmax = fabs(base[g][i]) > vmax ? fabs(base[g][i]) : vmax;
+        for (size_t i = 0; i < p->n; i++)
+            bad += g == 0 || loose ? !(fabs(got[g][i] - base[g][i]) <= 1e-3 * vmax) : !(got[g][i] == base[g][i]);
+    }
     return bad;
 }
 
@@ -490,6 +490,8 @@ static void bwd_persistent_launch_checks(long only)
         for (long D = 64; D <= 128; D += 64)
             for (int causal = 0; causal < 2; causal++) {
                 const int dt = DT_FP16;
+                const int loose = kp->own_order && kp->own_order(D, causal);   /* its own order: dK, dV to 1e-3 too */
+                const char *kv_how = loose ? "within 1e-3 of their largest from" : "bit-identical to";
                 const FusedKernel *kf = fwd_with_l(dt, D);
                 if (!kf || !bwd_runs(kp, dt, D) || !bwd_fits(kp, dt, D) || !bwd_fits(kb, dt, D)) {
                     snprintf(name, sizeof name, "backward: bwd%d graph and streams fp16 D=%ld%s", kp->id, D,
@@ -523,13 +525,13 @@ static void bwd_persistent_launch_checks(long only)
                     gpu_graph_replay(gr);
                     gpu_sync_check();
                     for (int g = 0; g < 3; g++) ddownload(got[g], dev0[g], n, dt);
-                    bad += bwd_persist_diff(kb, &p[0], ws[0], got, base);
+                    bad += bwd_persist_diff(kb, &p[0], ws[0], got, base, loose);
                 }
                 gpu_graph_free(gr);
                 snprintf(name, sizeof name, "backward: bwd%d graph fp16 B=4 H=16 N=1000 D=%ld%s", kp->id, D, causal ? " causal" : "");
-                report(bad == 0, NULL, name, "captured once in a CUDA graph, replayed 3 times on new inputs: dK, dV "
-                       "bit-identical to backward kernel %d's plain launch, dQ within 1e-3 of its largest (%zu of %zu values "
-                       "off)", kb->id, bad, 9 * n);
+                report(bad == 0, NULL, name, "captured once in a CUDA graph, replayed 3 times on new inputs: dK, dV %s "
+                       "backward kernel %d's plain launch, dQ within 1e-3 of its largest (%zu of %zu values off)", kv_how,
+                       kb->id, bad, 9 * n);
                 /* two streams, three rounds, the gradients poisoned before each round and compared after it, as the
                  * forward's case (host/forward.c) */
                 void *s[2] = {gpu_stream_create(), gpu_stream_create()};
@@ -544,13 +546,13 @@ static void bwd_persistent_launch_checks(long only)
                     for (int x = 0; x < 2; x++) {
                         void *dev[3] = {p[x].dQ, p[x].dK, p[x].dV};
                         for (int g = 0; g < 3; g++) ddownload(got[g], dev[g], n, dt);
-                        bad += bwd_persist_diff(kb, &p[x], ws[x], got, base);
+                        bad += bwd_persist_diff(kb, &p[x], ws[x], got, base, loose);
                     }
                 }
                 for (int x = 0; x < 2; x++) gpu_stream_destroy(s[x]);
                 snprintf(name, sizeof name, "backward: bwd%d streams fp16 B=4 H=16 N=1000 D=%ld%s", kp->id, D, causal ? " causal" : "");
-                report(bad == 0, NULL, name, "two problems on two streams at once, three rounds: dK, dV bit-identical to "
-                       "backward kernel %d's plain launch, dQ within 1e-3 of its largest (%zu of %zu values off)", kb->id,
+                report(bad == 0, NULL, name, "two problems on two streams at once, three rounds: dK, dV %s backward "
+                       "kernel %d's plain launch, dQ within 1e-3 of its largest (%zu of %zu values off)", kv_how, kb->id,
                        bad, 18 * n);
                 for (int g = 0; g < 3; g++) tfree(got[g]), tfree(base[g]);
                 for (int x = 0; x < 2; x++) { dfree(ws[x]); problem_free(&p[x]); }
