@@ -189,6 +189,7 @@ int main(int argc, char **argv)
     if (errors && o.dtype != DT_FP8) usage_error("option --errors goes with --dtype fp8 (the FP8 error table)");
     if (scaling >= 0 && (o.dtype != DT_FP8 || !o.qfile))
         usage_error("option --scaling goes with --dtype fp8 and --q/--k/--v (the scaling whose O --out writes)");
+    if (o.check && o.kernel != o.kernel_last) usage_error("option --kernel: --check takes one kernel, not the range %ld-%ld", o.kernel, o.kernel_last);
     if (o.dtype == DT_FP8) {
         if (backward || alibi)
             usage_error("option --dtype fp8 runs the FP8 kernels on their own (not with --backward or --alibi)");
@@ -213,7 +214,6 @@ int main(int argc, char **argv)
         report_skip("step05", "no CUDA device (or no CUDA in this build): the kernels' checks need one; FP8's CPU half ran");
         return report_finish();
     }
-    if (o.check && o.kernel != o.kernel_last) usage_error("option --kernel: --check takes one kernel, not the range %ld-%ld", o.kernel, o.kernel_last);
     if (bench && (o.given & OPT_GIVEN_DIM) && o.D != 64 && o.D != 128)
         usage_error("option --dim: --bench times D = 64 and 128 (FlashAttention's shapes); --dim picks one of them, not %ld", o.D);
     if (!bench) opts_gpu_grid(&o, 16); /* the smallest row tile of any kernel; --bench chooses its own shapes */
