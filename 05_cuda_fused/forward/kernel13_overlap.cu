@@ -199,8 +199,7 @@ template <int D, typename T, class P> struct OverlapBody {
     }
     __device__ void clear()       // O, m and l before an item's first tile
     {
-#pragma unroll
-        for (int n = 0; n < D / 2; n++) o[n] = 0.0f;
+        P::clear_o(*this);
         m[0] = m[1] = -INFINITY;
         l[0] = l[1] = 0.0f;
     }
@@ -230,8 +229,9 @@ template <int D, typename T, class P> struct OverlapBody {
 #pragma unroll
         for (int ks = 0; ks < k_steps; ks++) {
             const uint64_t desc = P::step_desc(v_addr, v_desc, ks * 2048, BC * 128);
-            if constexpr (D == 64) wgmma_m64n64k16<T, 1>(o, pf[ks], desc, 1);
-            else wgmma_m64n128k16<T, 1>(o, pf[ks], desc, 1);
+            const int add = ks > 0 || P::pv_adds(j);  // the first k step of tile j: O + P V, or P V alone
+            if constexpr (D == 64) wgmma_m64n64k16<T, 1>(o, pf[ks], desc, add);
+            else wgmma_m64n128k16<T, 1>(o, pf[ks], desc, add);
         }
         wgmma_commit();
     }
@@ -273,12 +273,14 @@ template <int D, typename T, class P> struct OverlapBody {
 #pragma unroll
         for (int h = 0; h < 2; h++) l[h] = alpha[h] * l[h] + ls[h];
     }
-    __device__ void rescale_and_pack(const float alpha[2])  // O *= alpha_j; p_j into pf
+    __device__ void rescale_and_pack(const float alpha[2], bool first = false)  // O *= alpha_j; p_j into pf
     {
+        if (!first || P::first_rescaled) {        // tile 0: O is 0 times alpha (kernel 27: not O at all yet)
 #pragma unroll
-        for (int n = 0; n < D / 8; n++) {
-            o[4 * n + 0] *= alpha[0]; o[4 * n + 1] *= alpha[0];
-            o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];
+            for (int n = 0; n < D / 8; n++) {
+                o[4 * n + 0] *= alpha[0]; o[4 * n + 1] *= alpha[0];
+                o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];
+            }
         }
 #pragma unroll
         for (int n = 0; n < BC / 8; n++) {
@@ -293,7 +295,7 @@ template <int D, typename T, class P> struct OverlapBody {
     {
         release(stage(0, empty_k));
         softmax(0, alpha);
-        rescale_and_pack(alpha);
+        rescale_and_pack(alpha, true);
         for (long j = 1; j < ntiles; j++) {
             my_turn();
             issue_s(j);                           // S_j ...
@@ -390,6 +392,17 @@ template <int D, typename T> struct Overlap {
     /* The turns at the tensor cores (kernel 14): here none, every warpgroup issues when it is ready. */
     static __device__ __forceinline__ void turn_wait(int) {}
     static __device__ __forceinline__ void turn_pass(int) {}
+
+    /* O before an item's first tile: zeros, which its first P V adds to (kernel 27: left as the last item left it). */
+    template <class B> static __device__ __forceinline__ void clear_o(B &b)
+    {
+#pragma unroll
+        for (int n = 0; n < D / 2; n++) b.o[n] = 0.0f;
+    }
+    /* Whether tile j's P V adds to O: always (kernel 27: not the item's first, j = 0, which writes O). */
+    static __device__ __forceinline__ bool pv_adds(long j) { return (void)j, true; }
+    /* Whether tile 0's O is rescaled by its alpha (zeros times alpha: yes here; kernel 27: no). */
+    static constexpr bool first_rescaled = true;
 
     /* A row tile's last P V: the whole tile (kernel 21: half of it on the causal diagonal). */
     template <class B> static __device__ __forceinline__ void last_pv(B &b, long j) { b.issue_pv(j); }
