@@ -77,6 +77,7 @@ extern __shared__ unsigned char smem_raw[];
  *     last_pv                                  an item's last P V (kernel 21)
  *     step_desc                                a k step's wgmma descriptor (kernel 22)
  *     mask_max                                 a masked tile's scores and row maxima (kernel 23)
+ *     clear_o, pv_adds, first_rescaled         O at an item's start (kernel 36)
  *     launch, describe                         the launch (kernel 18) and the describe line (each rung adds its words) */
 template <int D, typename T, class P> struct OverlapBody {
     using C = K13<D>;
@@ -275,7 +276,7 @@ template <int D, typename T, class P> struct OverlapBody {
     }
     __device__ void rescale_and_pack(const float alpha[2], bool first = false)  // O *= alpha_j; p_j into pf
     {
-        if (!first || P::first_rescaled) {        // tile 0: O is 0 times alpha (kernel 27: not O at all yet)
+        if (!first || P::first_rescaled) {        // tile 0: O is 0 times alpha (kernel 36: not O at all yet)
 #pragma unroll
             for (int n = 0; n < D / 8; n++) {
                 o[4 * n + 0] *= alpha[0]; o[4 * n + 1] *= alpha[0];
@@ -393,15 +394,15 @@ template <int D, typename T> struct Overlap {
     static __device__ __forceinline__ void turn_wait(int) {}
     static __device__ __forceinline__ void turn_pass(int) {}
 
-    /* O before an item's first tile: zeros, which its first P V adds to (kernel 27: left as the last item left it). */
+    /* O before an item's first tile: zeros, which its first P V adds to (kernel 36: left as the last item left it). */
     template <class B> static __device__ __forceinline__ void clear_o(B &b)
     {
 #pragma unroll
         for (int n = 0; n < D / 2; n++) b.o[n] = 0.0f;
     }
-    /* Whether tile j's P V adds to O: always (kernel 27: not the item's first, j = 0, which writes O). */
+    /* Whether tile j's P V adds to O: always (kernel 36: not the item's first, j = 0, which writes O). */
     static __device__ __forceinline__ bool pv_adds(long j) { return (void)j, true; }
-    /* Whether tile 0's O is rescaled by its alpha (zeros times alpha: yes here; kernel 27: no). */
+    /* Whether tile 0's O is rescaled by its alpha (zeros times alpha: yes here; kernel 36: no). */
     static constexpr bool first_rescaled = true;
 
     /* A row tile's last P V: the whole tile (kernel 21: half of it on the causal diagonal). */

@@ -199,7 +199,12 @@ check_tree() {
         k=$(prefix "$f")$(number "$f")
         id=$(field_n id "$f"); e=$(field_n extends "$f")
         why=
-        if [ "$(echo "$e" | grep -c .)" != 1 ]; then why="expected one '.extends = N' in its registry entry, found $(echo "$e" | grep -c .)"
+        twin=$(for g in $(dirname "$f")/../forward/kernel$(printf '%02d' "$(number "$f")")_*.cu \
+                        $(dirname "$f")/../fp8/kernel$(printf '%02d' "$(number "$f")")_*.cu; do
+                   [ -f "$g" ] && [ "$(basename "$g")" != "$(basename "$f")" ] && basename "$g"; done)
+        case $f in */backward/*|*/decode/*) twin= ;; esac
+        if [ -n "$twin" ]; then why="its number is also $twin's: the forward and FP8 kernels share one numbering"
+        elif [ "$(echo "$e" | grep -c .)" != 1 ]; then why="expected one '.extends = N' in its registry entry, found $(echo "$e" | grep -c .)"
         elif [ "$id" != "$(number "$f")" ]; then why="its entry's .id is '$id', its file's number $(number "$f")"
         elif [ "$e" = 0 ]; then [ "$(number "$f")" = 1 ] || why=".extends = 0 (no predecessor): only a family's first kernel has none"
         else
@@ -247,6 +252,15 @@ case $1 in
         echo "PASS idea/planted: kernel 3 made to extend 99 is caught: $(sed 's/^FAIL //' "$tmp/planted")"
     else
         failed=1; echo "FAIL idea/planted: kernel 3 made to extend 99, expected one new FAIL line for it, got: $(cat "$tmp/planted")"
+    fi
+    # and a forward kernel given an FP8 kernel's number (a copy of kernel 3 as forward kernel 30, an FP8 number no kernel extends): two new FAIL lines
+    sed -i 's/\.extends = 99,/.extends = 2,/' "$f"
+    sed 's/\.id = 3,/.id = 30,/' "$f" >"$tmp/tree/forward/kernel30_twin.cu"
+    sh "$tmp/tree/host/idea.sh" --check-tree 2>&1 | grep '^FAIL ' | grep -vxF -f "$tmp/real" >"$tmp/planted"
+    if [ "$(grep -c '^FAIL idea/30: .*share one numbering' "$tmp/planted")" = 2 ] && [ "$(grep -c . "$tmp/planted")" = 2 ]; then
+        echo "PASS idea/planted-twin: a forward kernel numbered as FP8 kernel 30 is caught, in both files"
+    else
+        failed=1; echo "FAIL idea/planted-twin: a forward kernel numbered 30, expected two new FAIL lines for 30, got: $(cat "$tmp/planted")"
     fi
     for k in 99 B99 D99 x 12x "" 0; do
         sh "$0" "$k" >/dev/null 2>"$tmp/err"; rc=$?
