@@ -11,10 +11,9 @@
  * zero times alpha_0 (0 * alpha is not 0 to the compiler: alpha could be infinite), into all of O's, and 32 more again
  * where the item has a second tile.
  * What it costs: nothing in the products; a predicate on the P V's first k step (tile j = 0 of the item).
- * Measured: H200, over kernel 26 in the same run: +1.0% to +1.9% at N = 512 and 1024 (fp16 and bf16, causal or not;
- * +0.4% to +0.9% at causal D = 64, N = 1024), within the spread from N = 2048 but for D = 64 causal at N = 8192 and
- * 16384 (-1.0%, -0.8%, one run). Causal fp16 beside cuDNN: 96.7% at N = 512, D = 64; 100.5% at D = 128.
- * RESULTS.md#kernel-36 has the runs.
+ * Measured: H200, over kernel 26 in the same run, two calls: +0.3% to +3.0% at N = 512 and 1024 (fp16 and bf16,
+ * causal or not), within the spread from N = 2048 but at D = 64 causal from N = 4096 (-0.3% to -1.0%). Causal fp16
+ * beside cuDNN: 96.2% to 96.7% at N = 512, D = 64; 99.7% to 100.8% at D = 128. RESULTS.md#kernel-36 has the runs.
  */
 #ifndef RUNG
 #define RUNG 36 // this file is the one compiled: its launcher and registry entry (the end) are built
