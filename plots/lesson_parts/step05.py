@@ -7,10 +7,8 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
   sdpa_h200_fp16.csv         plots/sdpa_reference.py: FlashAttention-2 and cuDNN at the same shapes, the same call
   bench_backward_h200_fp16.csv, sdpa_backward_h200_fp16.csv     the backward, the same way
   bench_backward_b2_19_h200_fp16.csv  every backward kernel at N = 512..4096 (--seq 4096): the kernel-by-kernel table
-  bench_short_h200_fp16.csv, sdpa_short_h200_fp16.csv:
-                             N = 512..2048 (--bench --seq 2048), kernels and SDPA in one call; causal: kernels 23
-                             and 26 in 05_cuda_fused/forward/runs/k26_rounds/, the latest of their two calls (*_run3)
-                             (kernels 12-23: the gallery's _causal)
+  bench_short_h200_fp16[_causal].csv, sdpa_short_h200_fp16[_causal].csv:
+                             N = 512..2048 (--bench --seq 2048), kernels and SDPA in one call, causal and not
   bench_backward_b15_19_h200_fp16[_causal].csv, sdpa_backward_b15_19_h200_fp16[_causal].csv: backward kernels 15-19
                              and SDPA at every N, causal and not, one call (the short table's backward columns too)
   05_cuda_fused/*/runs/h200_ncu_*: Nsight Compute's reports beside cuDNN's (the instructions each kernel executed)
@@ -214,9 +212,6 @@ def short_vs():
         c = "_causal" if causal else ""
         if kind:   # the backward: the run of kernels 15-19 at every N, its N <= 2048
             bench, sdpa = f"bench{BWD_LAST}{c}.csv", f"sdpa{BWD_LAST}{c}.csv"
-        elif causal:   # the causal forward: kernels 23 and 26 beside cuDNN, one call
-            bench, sdpa = (f05(f"forward/runs/k26_rounds/{w}_short_{k}h200_fp16_causal_run3.csv") for w, k in
-                           (("bench", "k23_26_"), ("sdpa", "")))
         else:
             bench, sdpa = (f"{w}_short_h200_fp16{c}.csv" for w in ("bench", "sdpa"))
         names += [bench, sdpa]
@@ -232,18 +227,15 @@ def short_vs():
     if len(machines) != 1:
         raise DataError(f"{', '.join(names)}: not one machine ({machines})")
     cmds = [command(names[x]) for x in (0, 1)]
-    causal_kernels = re.search(r"--kernel (\S+)", command(names[2]))
-    bare = re.sub(r" --(causal|kernel \S+)", "", command(names[2]))   # the causal forward's command, less those two
-    if not causal_kernels or bare != re.sub(r" --kernel \S+", "", cmds[0]):
-        raise DataError(f"{names[2]}: not {names[0]}'s command with --causal and its own --kernel")
-    if command(names[3]).replace(" --causal", "") != cmds[1]:
-        raise DataError(f"{names[3]}: not {names[1]}'s command with --causal")
+    for x in (2, 3):   # the causal runs: the same commands with --causal
+        if command(names[x]).replace(" --causal", "") != cmds[x - 2]:
+            raise DataError(f"{names[x]}: not {names[x - 2]}'s command with --causal")
     links = ", ".join(f"[{x + 1}](%GALLERY%/{n})" for x, n in enumerate(names[:4]))
     return (table(["", "N", "forward", "causal", "backward", "causal"], list(body.values()),
                   ["---", "---:", "---:", "---:", "---:", "---:"]) +
             f"\n\n<sub>the best kernel / cuDNN, TFLOP/s, fp16, in bold where cuDNN is ahead; {machines.pop()}: " +
-            "; ".join(f"`{c}`" for c in cmds) + f", each also with `--causal` (the forward then `--kernel "
-            f"{causal_kernels.group(1)}`; runs {links}); the backward: the runs of B15-B19's table below</sub>")
+            "; ".join(f"`{c}`" for c in cmds) + f", each also with `--causal` (runs {links}); the backward: the runs "
+            "of B15-B19's table below</sub>")
 
 
 # --- the backward ------------------------------------------------------------------------------------------------
@@ -350,8 +342,8 @@ def work_instructions(path):
 
 @part("s05-ncu-fwd")
 def ncu_fwd():
-    """Kernel 23's instructions against cuDNN's causal forward at N = 512, D = 64, their spinning waits aside."""
-    return pct_more_or_fewer(work_instructions("forward/runs/h200_ncu_k23_sass_n512_d64_causal.csv"),
+    """Kernel 36's instructions against cuDNN's causal forward at N = 512, D = 64, their spinning waits aside."""
+    return pct_more_or_fewer(work_instructions("forward/runs/k36_first_pv/h200_ncu_k36_sass_n512_d64_causal.csv"),
                              work_instructions("forward/runs/h200_ncu_cudnn_fwd_sass_n512_d64_causal.csv"))
 
 
