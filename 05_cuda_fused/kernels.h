@@ -124,12 +124,13 @@ typedef struct BackwardKernel {
     int dq_deterministic;
     /* The id of a kernel whose dK and dV this one's must equal bit for bit
      * (the same arithmetic, in another order of issue or another way of
-     * adding dQ: --check compares them), or 0. */
+     * adding dQ: --check compares them), or 0: none. */
     int dkdv_as;
-    /* NULL, or 1 for the cases (D, causal) where this kernel adds dK's and
-     * dV's row tiles in an order of its own (backward kernel 19: D = 128, not
-     * causal): there dkdv_as's comparison does not apply, and the graph and
-     * streams check holds its dK and dV to 1e-3 of their largest, as dQ. */
+    /* NULL, or a function returning 1 for the cases (D, causal) where this
+     * kernel adds dK's and dV's row tiles in an order of its own (backward
+     * kernel 19: D = 128, not causal): there dkdv_as's comparison does not
+     * apply, and the graph and streams check holds its dK and dV to 1e-3 of
+     * their largest, as dQ. */
     int (*own_order)(long D, int causal);
     int persistent;         /* as FusedKernel's */
 } BackwardKernel;

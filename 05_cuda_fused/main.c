@@ -172,6 +172,7 @@ int main(int argc, char **argv)
         usage_error("option --q: with --backward, give dO too (--do FILE.npy)");
     }
     if (backward && o.outfile) usage_error("option --out saves the forward's O; the backward writes --out-dq, --out-dk, --out-dv");
+    if (o.check && o.kernel != o.kernel_last) usage_error("option --kernel: --check takes one kernel, not the range %ld-%ld", o.kernel, o.kernel_last);
     if (dec.on) {
         if (backward || alibi || o.causal)
             usage_error("option --decode runs on its own (causal among the new rows by definition; not with --backward, "
@@ -189,7 +190,6 @@ int main(int argc, char **argv)
     if (errors && o.dtype != DT_FP8) usage_error("option --errors goes with --dtype fp8 (the FP8 error table)");
     if (scaling >= 0 && (o.dtype != DT_FP8 || !o.qfile))
         usage_error("option --scaling goes with --dtype fp8 and --q/--k/--v (the scaling whose O --out writes)");
-    if (o.check && o.kernel != o.kernel_last) usage_error("option --kernel: --check takes one kernel, not the range %ld-%ld", o.kernel, o.kernel_last);
     if (o.dtype == DT_FP8) {
         if (backward || alibi)
             usage_error("option --dtype fp8 runs the FP8 kernels on their own (not with --backward or --alibi)");

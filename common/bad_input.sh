@@ -107,6 +107,7 @@ bad step05 "kernel range backwards" --kernel 12-11
 bad step05 "kernel range open"  --kernel 11-
 bad step05 "check with a kernel range" --check --kernel 11-12
 bad step05 "fp8 check with a kernel range" --dtype fp8 --check --kernel 24-28
+bad step05 "decode check with a kernel range" --decode --check --kernel 2-3
 bad step05 "grid over 2^31-1"   --batch 1048576 --heads 1048576 --seq 64 --dim 64 --dtype fp16
 bad step05 "dim 48 unsupported for tensor cores" --dtype fp16 --dim 48
 bad step05 "bench: dim 96"               --bench --dim 96

@@ -24,11 +24,12 @@
  * consumer warpgroups kernel 12 runs at D = 64 get 160 registers each, too few for this (ptxas spills 104 bytes and
  * serialises the wgmma, C7512): kernel 13 runs two at both D, BR = 128. Built only for sm_90a, like kernels 10-12.
  *
- * This file is also the body of kernels 14, 18-23 and 26: OverlapBody below is the kernel, written once, with named
- * hooks where a later rung changes it. A hook is a static member of a policy struct; Overlap (below) holds kernel
+ * This file is also the body of kernels 14, 18-23, 26 and 36: OverlapBody below is the kernel, written once, with
+ * named hooks where a later rung changes it. A hook is a static member of a policy struct; Overlap (below) holds kernel
  * 13's code for each, and each later rung's file includes the file of the rung it extends and derives its policy
  * from that rung's, overriding the hooks its idea changes (14: the turns; 18: the scheduler; 19: the store of O;
- * 20: the loop over items; 21: the last P V; 22: the descriptors; 23: the mask).
+ * 20: the loop over items; 21: the last P V; 22: the descriptors; 23: the mask; 26: the head groups; 36: O at an
+ * item's start).
  *
  * Measured: H100, fp16, N = 4096: +14% over kernel 12 at D = 128 (causal +8%), -6% at D = 64 (causal -10%); the
  * runs and the guess at D = 64: RESULTS.md#kernel-13.

@@ -4,7 +4,8 @@
  * Extends kernel 26 (kernel26_rounds.cu). The idea: an item (a row tile) starts with O = 0, and its first tile then
  * rescales that O by alpha_0 and adds P_0 V_0 to it. Both are work on nothing: the wgmma's scale-d operand, 0 on the
  * first k step of the item's first P V, makes that product write O (O = P_0 V_0, the accumulator's old contents
- * ignored), so O need not be zeroed, nor rescaled on tile 0. The registers keep what the last item left in them.
+ * ignored), so O need not be zeroed, nor rescaled on tile 0. The registers keep what the last item left in them (a
+ * block's first item, whatever they held: the product overwrites it).
  * Why: the short causal forward, where an item is one to four tiles (N = 512), pays a row tile's start often. Beside
  * cuDNN's (forward/RESULTS.md, the per-instruction counts after kernel 25) kernel 23 executes 2.72 M register moves
  * (IMAD.MOV) against 0.56 M: in its machine code, 32 a consumer warp at every item's start copy one register, O's

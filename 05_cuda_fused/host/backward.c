@@ -382,7 +382,9 @@ static void check_case(long only, int dt, long B, long H, long N, long D, int ca
                    kv_same ? "bit-identical" : "DIFFER", ndiff, p.n, nonfinite, dqd, tol[0]);
         dfree(ws);
         /* A kernel that does another's arithmetic in another order of issue
-         * (dkdv_as): its dK and dV are that kernel's, bit for bit. */
+         * (dkdv_as): its dK and dV are that kernel's, bit for bit, except in
+         * the cases where it adds the row tiles in an order of its own
+         * (own_order). */
         const BackwardKernel *kx = kb->dkdv_as && !(kb->own_order && kb->own_order(D, causal)) ? bwd_kernel(kb->dkdv_as) : NULL;
         if (kx && bwd_runs(kx, dt, D)) {
             const size_t wsx = kx->workspace(B, H, N, D, dt);

@@ -253,7 +253,7 @@ case $1 in
     else
         failed=1; echo "FAIL idea/planted: kernel 3 made to extend 99, expected one new FAIL line for it, got: $(cat "$tmp/planted")"
     fi
-    # and a forward kernel given an FP8 kernel's number (a copy of kernel 3 as forward kernel 30, an FP8 number no kernel extends): two new FAIL lines
+    # and a forward kernel with an FP8 kernel's number (kernel 3 copied as 30, which no kernel extends): two FAIL lines
     sed -i 's/\.extends = 99,/.extends = 2,/' "$f"
     sed 's/\.id = 3,/.id = 30,/' "$f" >"$tmp/tree/forward/kernel30_twin.cu"
     sh "$tmp/tree/host/idea.sh" --check-tree 2>&1 | grep '^FAIL ' | grep -vxF -f "$tmp/real" >"$tmp/planted"
