@@ -461,9 +461,9 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
                     mbar_wait(empty + 8 * s, use ^ 1);   // first use of a stage: passes at once
                     const uint32_t q_dst = base + C::OFF_Q + 2 * s * C::ROW_TILE;
                     mbar_expect_tx(full + 8 * s, 2 * C::ROW_TILE);
+                    const int row = (int)P::row_at(a, i0, j0);   // the row tile of step i0 (kernel 19: rotated)
 #pragma unroll
                     for (int blk = 0; blk < D / 64; blk++) {
-                        const int row = (int)P::row_at(a, i0, j0);
                         tma_load_3d(q_dst + blk * BR * 128, &tm_q, blk * 64, row, (int)bh, full + 8 * s);
                         tma_load_3d(q_dst + C::ROW_TILE + blk * BR * 128, &tm_do, blk * 64, row, (int)bh, full + 8 * s);
                     }

@@ -78,7 +78,7 @@ extern __shared__ unsigned char smem_raw[];
  *     last_pv                                  an item's last P V (kernel 21)
  *     step_desc                                a k step's wgmma descriptor (kernel 22)
  *     mask_max                                 a masked tile's scores and row maxima (kernel 23)
- *     clear_o, pv_adds, first_rescaled         O at an item's start (kernel 36)
+ *     clear_o, pv_adds, rescale_o              O at an item's start (kernel 36)
  *     launch, describe                         the launch (kernel 18) and the describe line (each rung adds its words) */
 template <int D, typename T, class P> struct OverlapBody {
     using C = K13<D>;
@@ -275,15 +275,9 @@ template <int D, typename T, class P> struct OverlapBody {
 #pragma unroll
         for (int h = 0; h < 2; h++) l[h] = alpha[h] * l[h] + ls[h];
     }
-    __device__ void rescale_and_pack(const float alpha[2], bool first = false)  // O *= alpha_j; p_j into pf
+    __device__ void rescale_and_pack(const float alpha[2], long j)  // O *= alpha_j (tile j of the item); p_j into pf
     {
-        if (!first || P::first_rescaled) {        // tile 0: O is 0 times alpha (kernel 36: not O at all yet)
-#pragma unroll
-            for (int n = 0; n < D / 8; n++) {
-                o[4 * n + 0] *= alpha[0]; o[4 * n + 1] *= alpha[0];
-                o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];
-            }
-        }
+        P::rescale_o(*this, alpha, j);
 #pragma unroll
         for (int n = 0; n < BC / 8; n++) {
             pf[n / 2][(n % 2) * 2 + 0] = pack2<T>(s[4 * n + 0], s[4 * n + 1]);
@@ -297,7 +291,7 @@ template <int D, typename T, class P> struct OverlapBody {
     {
         release(stage(0, empty_k));
         softmax(0, alpha);
-        rescale_and_pack(alpha, true);
+        rescale_and_pack(alpha, 0);
         for (long j = 1; j < ntiles; j++) {
             my_turn();
             issue_s(j);                           // S_j ...
@@ -308,7 +302,7 @@ template <int D, typename T, class P> struct OverlapBody {
             softmax(j, alpha);                    // under P_{j-1} V_{j-1}
             wgmma_wait<0>();
             release(stage(j - 1, empty_v));
-            rescale_and_pack(alpha);
+            rescale_and_pack(alpha, j);
         }
     }
 
@@ -403,8 +397,17 @@ template <int D, typename T> struct Overlap {
     }
     /* Whether tile j's P V adds to O: always (kernel 36: not the item's first, j = 0, which writes O). */
     static __device__ __forceinline__ bool pv_adds(long j) { return (void)j, true; }
-    /* Whether tile 0's O is rescaled by its alpha (zeros times alpha: yes here; kernel 36: no). */
-    static constexpr bool first_rescaled = true;
+    /* O *= alpha_j after tile j's P V has landed (tile 0: zeros times alpha; kernel 36: not on tile 0, O holds nothing
+     * of this item yet). */
+    template <class B> static __device__ __forceinline__ void rescale_o(B &b, const float alpha[2], long j)
+    {
+        (void)j;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            b.o[4 * n + 0] *= alpha[0]; b.o[4 * n + 1] *= alpha[0];
+            b.o[4 * n + 2] *= alpha[1]; b.o[4 * n + 3] *= alpha[1];
+        }
+    }
 
     /* A row tile's last P V: the whole tile (kernel 21: half of it on the causal diagonal). */
     template <class B> static __device__ __forceinline__ void last_pv(B &b, long j) { b.issue_pv(j); }

@@ -26,7 +26,10 @@
 template <int D, typename T> struct FirstPvWrites : SmRounds<D, T> {
     template <class B> static __device__ __forceinline__ void clear_o(B &) {}  // the first P V writes O
     static __device__ __forceinline__ bool pv_adds(long j) { return j > 0; }   // tile 0's: scale-d 0
-    static constexpr bool first_rescaled = false;                               // nothing in O to rescale yet
+    template <class B> static __device__ __forceinline__ void rescale_o(B &b, const float alpha[2], long j)
+    {
+        if (j > 0) SmRounds<D, T>::rescale_o(b, alpha, j);                   // tile 0: nothing in O to rescale yet
+    }
 
     static void describe(char *buf, size_t n);
 };

@@ -300,25 +300,6 @@ def backward_gap():
     return apart(gap, 0)
 
 
-def ncu(path, kernel, metric):
-    """A metric of the one kernel launch whose name matches `kernel` in an Nsight Compute --csv report (the file's
-    '# ' lines, then ncu's own lines, then the CSV), as a number."""
-    _, lines = meta_and_lines(f05(path))
-    start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
-    if start is None:
-        raise DataError(f"05_cuda_fused/{path}: no Nsight Compute CSV in it")
-    vals = {r["Metric Value"] for r in csv.DictReader(l for l in lines[start:] if l.startswith('"'))
-            if re.search(kernel, r["Kernel Name"]) and r["Metric Name"] == metric}
-    if len(vals) != 1:
-        raise DataError(f"05_cuda_fused/{path}: {len(vals)} values of {metric!r} for {kernel!r}, expected one")
-    return float(vals.pop().replace(",", ""))
-
-
-def more_or_fewer(ours, kernel, theirs, metric="Executed Instructions"):
-    """'N% more' or 'N% fewer': our kernel's instructions (or another metric) against cuDNN's, in their two reports."""
-    return pct_more_or_fewer(ncu(ours, kernel, metric), ncu(theirs, "cudnn", metric))
-
-
 def pct_more_or_fewer(a, b):
     """a against b as 'N% more' or 'N% fewer'."""
     x = 100 * (a / b - 1)
