@@ -31,31 +31,8 @@
 #define RUNG 13         // this file is the one compiled: its launcher and registry entry (the end) are built
 #endif
 #include "bwd12_late_dq.cu" // the rung this one extends (.extends = 12): its body and its policy
-#if __has_include(<nvtx3/nvToolsExtMemCudaRt.h>)
-#include <nvtx3/nvToolsExtMemCudaRt.h> // NVTX's memory API (header only): dkdv_written below
-#define BWD_HAVE_NVTX_MEM 1
-#endif
 
 // --- the idea ----------------------------------------------------------------------
-
-/* Four 8 x 8 blocks of 16-bit values from the warp's registers to shared memory (sm_90): register i of lane 4 g + t
- * holds block i's row g, columns 2 t and 2 t + 1 (a wgmma accumulator's layout, packed); lane l gives the address of
- * row l % 8 of block l / 8. */
-__device__ __forceinline__ void stmatrix_x4(uint32_t row_addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3)
-{
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(row_addr), "r"(r0), "r"(r1),
-                 "r"(r2), "r"(r3)
-                 : "memory");
-}
-/* One box of a 3-D tensor map from shared memory at src to global memory (the copy engine; rows outside the tensor
- * are not written). Tracked in this thread's bulk groups, as bulk_reduce_add_f32. */
-__device__ __forceinline__ void tma_store_3d(const void *tmap, uint32_t src, int x, int y, int z)
-{
-    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
-                     reinterpret_cast<uint64_t>(tmap)),
-                 "r"(src), "r"(x), "r"(y), "r"(z)
-                 : "memory");
-}
 
 namespace {   // as kernel 12's policy (kernel 11's counters)
 struct B13Policy : B12Policy {
@@ -64,23 +41,13 @@ struct B13Policy : B12Policy {
     template <int D> static constexpr int DKV_SMEM = D == 128 ? 2 * 64 * 128 * 2 : 0;
     static constexpr bool DKV_MAPS = true;
 
-    /* compute-sanitizer's initcheck does not count what a TMA store writes as initialized: a later read of dK or dV
-     * (step 06's training widens them to fp32) would be reported as uninitialized. So the launcher tells it, through
-     * NVTX's memory API, that both are written once the work queued on s has run; --check proves every element is (it
-     * poisons the gradients with NaN before each run). Without a tool attached the call returns at once. */
+    /* dK and dV are written by TMA stores, which compute-sanitizer's initcheck does not count (a later read, as step
+     * 06's training widening them to fp32, would be reported): tma_map.cuh's tma_stores_written tells it. --check
+     * proves every element is written (it poisons the gradients with NaN before each run). */
     static void dkdv_written(void *dk, void *dv, size_t bytes, cudaStream_t s)
     {
-#ifdef BWD_HAVE_NVTX_MEM
-        static const nvtxDomainHandle_t domain = nvtxDomainCreateA("step05 backward: dK, dV by TMA stores");
-        const nvtxMemVirtualRangeDesc_t ranges[2] = {{bytes, dk}, {bytes, dv}};
-        nvtxMemMarkInitializedBatch_t batch = {};
-        batch.extCompatID = NVTX_EXT_COMPATID_MEM, batch.structSize = sizeof batch;
-        batch.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS, batch.regionDescCount = 2;
-        batch.regionDescElementSize = sizeof ranges[0], batch.regionDescElements = ranges;
-        nvtxMemCudaMarkInitialized(domain, s, 0, &batch);
-#else
-        (void)dk, (void)dv, (void)bytes, (void)s;
-#endif
+        void *const ranges[2] = {dk, dv};
+        tma_stores_written(ranges, 2, bytes, s);
     }
 
     /* Warpgroup w's buffers for dK_w and dV_w (64 keys x D, in boxes of 64 columns, 128-byte swizzle). */

@@ -86,6 +86,7 @@ template <int D, typename T> struct Persistent : Pingpong<D, T> {
      * empty_t[2] (after the K/V ring's in shared memory), the ring's two slots. */
     struct Sched {
         const CUtensorMap *tm_q;                  // Q as [B*H][N][D] for the copy engine
+        const CUtensorMap *tm_o;                  // O as [B*H][N][D], boxes of 16 rows (kernel 39's stores)
         long BH, G;                               // heads; causal: heads per group (tile_order.cuh)
         unsigned slot;                            // this launch's ticket counter (g_tickets[slot])
         uint32_t full_q, empty_q, full_t, empty_t;
@@ -93,6 +94,9 @@ template <int D, typename T> struct Persistent : Pingpong<D, T> {
         unsigned items;                           // BH x row tiles
     };
     static constexpr uint32_t q_bytes = C::QTILE; // Q's tile, after the K/V ring
+    static constexpr size_t smem_bytes = C::bytes_persist;  // the block's dynamic shared memory
+    static constexpr int o_box_rows = 0;          // O as a tensor map: not needed (kernel 39: its box's rows)
+    static void o_written(void *, size_t, cudaStream_t) {}  // kernel 39: O written by TMA stores
     template <class B> static __device__ __forceinline__ void setup(B &b)
     {
         auto &q = b.sched;
@@ -221,13 +225,13 @@ template <int D, typename T, class P>
 __global__ void __launch_bounds__(K13<D>::THREADS, 1)
 wgmma_persist(const T *__restrict__ Q, T *__restrict__ O, float *__restrict__ L, long N, long row_tiles, int causal,
               float scale_log2, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
-              const __grid_constant__ CUtensorMap tm_q, long BH, long G, unsigned slot)
+              const __grid_constant__ CUtensorMap tm_q, long BH, long G, unsigned slot, const __grid_constant__ CUtensorMap tm_o)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    run_overlap<D, T, P>(Q, O, L, N, row_tiles, causal, scale_log2, tm_k, tm_v, {&tm_q, BH, G, slot});
+    run_overlap<D, T, P>(Q, O, L, N, row_tiles, causal, scale_log2, tm_k, tm_v, {&tm_q, &tm_o, BH, G, slot});
 #else
     (void)Q, (void)O, (void)L, (void)N, (void)row_tiles, (void)causal, (void)scale_log2, (void)tm_k, (void)tm_v, (void)tm_q,
-        (void)BH, (void)G, (void)slot;
+        (void)BH, (void)G, (void)slot, (void)tm_o;
 #endif
 }
 
@@ -243,12 +247,13 @@ int Persistent<D, T>::launch(int id, const void *q, const void *k, const void *v
 {
     char who[16];
     snprintf(who, sizeof who, "kernel %d", id);
-    static KvMaps maps, qmaps;
+    static KvMaps maps, qmaps, omaps;
     if (maps.get(k, v, B * H, N, D, C::BC, dtype, who) || qmaps.get(q, q, B * H, N, D, C::BR, dtype, who)) return -1;
+    if (Self::o_box_rows && omaps.get(o, o, B * H, N, D, Self::o_box_rows, dtype, who)) return -1;
     static int sms = 0, l2 = 0;
     if (sms == 0) {
         int dev = 0;
-        if (smem_opt_in(wgmma_persist<D, T, Self>, C::bytes_persist, "kernel", id, D)) return -1;
+        if (smem_opt_in(wgmma_persist<D, T, Self>, Self::smem_bytes, "kernel", id, D)) return -1;
         CUDA_CHECK(cudaGetDevice(&dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -261,9 +266,11 @@ int Persistent<D, T>::launch(int id, const void *q, const void *k, const void *v
     const long grid = items < sms ? items : sms;
     const long G = Self::heads_per_group(l2, N, row_tiles, sms, B * H);   // causal: heads per group
     const float scale_log2 = softmax_scale_log2(D);
-    wgmma_persist<D, T, Self><<<(unsigned)grid, C::THREADS, C::bytes_persist, s>>>(
-        (const T *)q, (T *)o, Lp, N, row_tiles, causal, scale_log2, maps.k, maps.v, qmaps.k, B * H, G, g_slot);
+    wgmma_persist<D, T, Self><<<(unsigned)grid, C::THREADS, Self::smem_bytes, s>>>(
+        (const T *)q, (T *)o, Lp, N, row_tiles, causal, scale_log2, maps.k, maps.v, qmaps.k, B * H, G, g_slot,
+        Self::o_box_rows ? omaps.k : qmaps.k);
     CUDA_CHECK_LAST();
+    Self::o_written(o, (size_t)B * H * N * D * sizeof(T), s);
     g_slot = (g_slot + 1) % TICKET_SLOTS;         // taken only by a launch that was made
     return 0;
 }

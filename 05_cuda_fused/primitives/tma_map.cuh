@@ -19,6 +19,10 @@
 #include <cudaTypedefs.h>
 
 #include "gpu.cuh"
+#if __has_include(<nvtx3/nvToolsExtMemCudaRt.h>)
+#include <nvtx3/nvToolsExtMemCudaRt.h> // NVTX's memory API (header only): tma_stores_written below
+#define TMA_HAVE_NVTX_MEM 1
+#endif
 
 /* The driver's cuTensorMapEncodeTiled, looked up once; NULL after one line naming who asked. */
 static inline PFN_cuTensorMapEncodeTiled_v12000 tma_encoder(const char *who)
@@ -96,5 +100,27 @@ struct KvMaps {
                              dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, who);
     }
 };
+
+/* compute-sanitizer's initcheck does not count what a TMA store (cp.async.bulk.tensor from shared memory) writes as
+ * initialized: a later read of it would be reported as uninitialized. So a launcher whose kernel writes its output by
+ * TMA stores tells it, through NVTX's memory API, that the n ranges of `bytes` at p[0 .. n-1] are written once the
+ * work queued on s has run (backward kernel 13's dK and dV, forward kernel 39's O). Without a tool attached the call
+ * returns at once. */
+static inline void tma_stores_written(void *const *p, int n, size_t bytes, cudaStream_t s)
+{
+#ifdef TMA_HAVE_NVTX_MEM
+    static const nvtxDomainHandle_t domain = nvtxDomainCreateA("step05: outputs written by TMA stores");
+    nvtxMemVirtualRangeDesc_t ranges[2];
+    if (n > 2) n = 2;
+    for (int i = 0; i < n; i++) ranges[i] = {bytes, p[i]};
+    nvtxMemMarkInitializedBatch_t batch = {};
+    batch.extCompatID = NVTX_EXT_COMPATID_MEM, batch.structSize = sizeof batch;
+    batch.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS, batch.regionDescCount = (size_t)n;
+    batch.regionDescElementSize = sizeof ranges[0], batch.regionDescElements = ranges;
+    nvtxMemCudaMarkInitialized(domain, s, 0, &batch);
+#else
+    (void)p, (void)n, (void)bytes, (void)s;
+#endif
+}
 
 #endif
