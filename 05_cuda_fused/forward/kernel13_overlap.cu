@@ -24,12 +24,12 @@
  * consumer warpgroups kernel 12 runs at D = 64 get 160 registers each, too few for this (ptxas spills 104 bytes and
  * serialises the wgmma, C7512): kernel 13 runs two at both D, BR = 128. Built only for sm_90a, like kernels 10-12.
  *
- * This file is also the body of kernels 14, 18-23, 26 and 36: OverlapBody below is the kernel, written once, with
+ * This file is also the body of kernels 14, 18-23, 26, 36 and 39: OverlapBody below is the kernel, written once, with
  * named hooks where a later rung changes it. A hook is a static member of a policy struct; Overlap (below) holds kernel
  * 13's code for each, and each later rung's file includes the file of the rung it extends and derives its policy
  * from that rung's, overriding the hooks its idea changes (14: the turns; 18: the scheduler; 19: the store of O;
  * 20: the loop over items; 21: the last P V; 22: the descriptors; 23: the mask; 26: the head groups; 36: O at an
- * item's start).
+ * item's start; 39: the store of O again, by the copy engine).
  *
  * Measured: H100, fp16, N = 4096: +14% over kernel 12 at D = 128 (causal +8%), -6% at D = 64 (causal -10%); the
  * runs and the guess at D = 64: RESULTS.md#kernel-13.
@@ -74,12 +74,13 @@ extern __shared__ unsigned char smem_raw[];
  *       produce, load_q                        (kernel 18)
  *     items                                    the loop over a consumer warp's items (kernels 18 and 20)
  *     turn_wait, turn_pass                     the turns at the tensor cores (kernel 14)
- *     quad_store, lane_store                   the store of O (kernel 19)
+ *     quad_store, lane_store                   the store of O (kernels 19 and 39)
  *     last_pv                                  an item's last P V (kernel 21)
  *     step_desc                                a k step's wgmma descriptor (kernel 22)
  *     mask_max                                 a masked tile's scores and row maxima (kernel 23)
  *     clear_o, pv_adds, rescale_o              O at an item's start (kernel 36)
- *     launch, describe                         the launch (kernel 18) and the describe line (each rung adds its words) */
+ *     launch, describe                         the launch (kernel 18) and the describe line (each rung adds its words)
+ *     smem_bytes, o_box_rows, o_written        kernel 18's launch: the shared memory, O's tensor map (kernel 39) */
 template <int D, typename T, class P> struct OverlapBody {
     using C = K13<D>;
     static constexpr int BC = C::BC, TILE = C::TILE, STAGES = C::STAGES;
