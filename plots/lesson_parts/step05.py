@@ -11,7 +11,7 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
                              N = 512..2048 (--bench --seq 2048), kernels and SDPA in one call, causal and not
   bench_backward_b15_19_h200_fp16[_causal].csv, sdpa_backward_b15_19_h200_fp16[_causal].csv: backward kernels 15-19
                              and SDPA at every N, causal and not, one call (the short table's backward columns too)
-  05_cuda_fused/forward/runs/[k36_first_pv/]h200_ncu_*: Nsight Compute beside cuDNN (the instructions each executed)
+  05_cuda_fused/forward/runs/[k39_o_tma/]h200_ncu_*: Nsight Compute beside cuDNN (the instructions each executed)
   decode_h200_fp16.csv, sdpa_decode_h200_fp16.csv                decode against a KV cache
   fp8_bench_h200.csv, fp8_errors_cpu.csv                         FP8's speed (H200) and its error (CPU)
   timer_h200.txt             sh common/timer_check.sh: what a planted host delay moves, the GPU busy and idle
@@ -323,8 +323,8 @@ def work_instructions(path):
 
 @part("s05-ncu-fwd")
 def ncu_fwd():
-    """Kernel 36's instructions against cuDNN's causal forward at N = 512, D = 64, their spinning waits aside."""
-    return pct_more_or_fewer(work_instructions("forward/runs/k36_first_pv/h200_ncu_k36_sass_n512_d64_causal.csv"),
+    """Kernel 39's instructions against cuDNN's causal forward at N = 512, D = 64, their spinning waits aside."""
+    return pct_more_or_fewer(work_instructions("forward/runs/k39_o_tma/h200_ncu_k39_sass_n512_d64_causal.csv"),
                              work_instructions("forward/runs/h200_ncu_cudnn_fwd_sass_n512_d64_causal.csv"))
 
 
