@@ -47,7 +47,7 @@ struct B13Policy : B12Policy {
     static void dkdv_written(void *dk, void *dv, size_t bytes, cudaStream_t s)
     {
         void *const ranges[2] = {dk, dv};
-        tma_stores_written(ranges, 2, bytes, s);
+        tma_stores_written(ranges, bytes, s);
     }
 
     /* Warpgroup w's buffers for dK_w and dV_w (64 keys x D, in boxes of 64 columns, 128-byte swizzle). */

@@ -80,7 +80,8 @@ extern __shared__ unsigned char smem_raw[];
  *     mask_max                                 a masked tile's scores and row maxima (kernel 23)
  *     clear_o, pv_adds, rescale_o              O at an item's start (kernel 36)
  *     launch, describe                         the launch (kernel 18) and the describe line (each rung adds its words)
- *     smem_bytes, o_box_rows, o_written        kernel 18's launch: the shared memory, O's tensor map (kernel 39) */
+ *     smem_bytes, o_box_rows, o_written        kernel 18's launch: its shared memory; O's tensor map and O marked
+ *                                              as written for initcheck (kernel 39) */
 template <int D, typename T, class P> struct OverlapBody {
     using C = K13<D>;
     static constexpr int BC = C::BC, TILE = C::TILE, STAGES = C::STAGES;
@@ -94,8 +95,8 @@ template <int D, typename T, class P> struct OverlapBody {
     const CUtensorMap &tm_k, &tm_v;               // K, V as [B*H][N][D] for the copy engine
     typename P::Sched sched;                      // the scheduler's own (kernel 18: the ticket counter's)
 
-    /* shared memory: [K stage 0 .. STAGES-1][V stage 0 .. STAGES-1], TILE bytes each, (kernel 18: then Q,) then the
-     * mbarriers full_k, full_v, empty_k, empty_v [STAGES], 8 bytes each */
+    /* shared memory: [K stage 0 .. STAGES-1][V stage 0 .. STAGES-1], TILE bytes each, (kernel 18: then Q; kernel 39:
+     * then the consumer warps' tiles of O,) then the mbarriers full_k, full_v, empty_k, empty_v [STAGES], 8 bytes each */
     uint32_t raw_addr, smem_addr, q_addr, full_k, full_v, empty_k, empty_v;
     long bh = 0, tile = 0, ntiles = 0;            // the item: its head, its row tile, the K/V tiles it visits
 

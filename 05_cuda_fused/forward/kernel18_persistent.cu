@@ -219,8 +219,8 @@ template <int D, typename T> struct Persistent : Pingpong<D, T> {
     static void describe(char *buf, size_t n);
 };
 
-/* Kernel 18's kernel: kernel 13's arguments, and Q as a tensor map, the heads BH, the heads per group G (causal) and
- * the launch's ticket slot. */
+/* Kernel 18's kernel: kernel 13's arguments, and Q as a tensor map, the heads BH, the heads per group G (causal), the
+ * launch's ticket slot and O as a tensor map (kernel 39's stores; the other rungs are given Q's and never read it). */
 template <int D, typename T, class P>
 __global__ void __launch_bounds__(K13<D>::THREADS, 1)
 wgmma_persist(const T *__restrict__ Q, T *__restrict__ O, float *__restrict__ L, long N, long row_tiles, int causal,
@@ -238,7 +238,7 @@ wgmma_persist(const T *__restrict__ Q, T *__restrict__ O, float *__restrict__ L,
 // --- the launcher ------------------------------------------------------------------------------------------------
 
 /* One block per SM (fewer when there are fewer items), Q's tensor map beside K's and V's (KvMaps makes pairs: Q's
- * twice), the tickets from the next slot. The shared-memory opt-in and the SM count are asked on the first launch of
+ * twice; kernel 39's O's twice), the tickets from the next slot. The shared-memory opt-in and the SM count are asked on the first launch of
  * each instance only: a host call between the timer's start and the launch is in the time. */
 template <int D, typename T>
 template <class Self>

@@ -6,16 +6,17 @@
  * stores O 16 bytes a lane: in the accumulator's layout lane t of a quad holds 4 bytes of each 16-byte piece of its
  * rows, so the quad first exchanges its words (two rounds of shuffles, with selects on each side of them) and each
  * lane then stores, under a test of its row against N. Here each warp writes its 16 rows x D of O, scaled by 1 / l,
- * into 16 D bytes of shared memory of its own with D / 16 stmatrix (each stores four 8 x 8 blocks straight from the
+ * into 32 D bytes of shared memory of its own with D / 16 stmatrix (each stores four 8 x 8 blocks straight from the
  * accumulator's layout, into the 128-byte swizzle the tensor maps use, so no two lanes of a block share a bank), fences
  * them for the copy engine, and its lane 0 sends the D / 64 boxes of 16 rows x 64 columns with cp.async.bulk.tensor.
- * No shuffle, no select, no test of a row: the map's rows end at N and the engine writes no row past it. Before a
- * warp writes its tile again (its next item, four or more tiles later) lane 0 waits until the engine has read the
- * last one; it waits for the last store to finish before the block ends.
- * Why: at causal N = 512, D = 64, kernel 36's O store holds 11% of all the warps' stall samples (its per-instruction
- * profile, RESULTS.md#kernel-36); an experiment build of kernel 36 that leaves out only the 16-byte stores (a wrong O,
+ * No shuffle, no select, no test of each row: the map's rows end at N and the engine writes no row past it (a warp
+ * whose first row is past N sends nothing). Before a warp writes its tile again, at its next item, lane 0 waits until
+ * the engine has read the last one (long done: a whole item lies between); it waits for the last store to finish
+ * before the block ends.
+ * Why: at causal N = 512, D = 64, kernel 36's O store holds about 11% of all the warps' stall samples (its
+ * per-instruction profile, RESULTS.md#kernel-39); an experiment build of kernel 36 that leaves out only the 16-byte stores (a wrong O,
  * timing only: the scaling, packing and exchange kept) ran 1.7-1.9% faster there, 7.0-7.7% at D = 128, N = 512.
- * What it costs: 16 D bytes of shared memory a consumer warp (16 KB at D = 64, 32 KB at D = 128, beside kernel 36's
+ * What it costs: 32 D bytes of shared memory a consumer warp (16 KB at D = 64, 32 KB at D = 128, beside kernel 36's
  * 80 KB and 160 KB), a tensor map for O, and initcheck told that O is written (tma_map.cuh's tma_stores_written).
  * O and L are the same values as kernel 36's (--check compares them with kernel 14's bit for bit).
  * Measured: H200, over kernel 36 in the same run, two calls (fp16 and bf16, causal and not): at D = 64 +3.1% to
@@ -40,7 +41,7 @@ template <int D, typename T> struct OByCopyEngine : FirstPvWrites<D, T> {
     static void o_written(void *o, size_t bytes, cudaStream_t s)
     {
         void *const ranges[1] = {o};
-        tma_stores_written(ranges, 1, bytes, s);
+        tma_stores_written(ranges, bytes, s);
     }
 
     /* Row h of this lane's pair (g, g + 8) of O times inv = 1 / l, for h = 0 then 1. h = 0 scales row g in place (O's

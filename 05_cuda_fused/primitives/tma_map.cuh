@@ -103,23 +103,22 @@ struct KvMaps {
 
 /* compute-sanitizer's initcheck does not count what a TMA store (cp.async.bulk.tensor from shared memory) writes as
  * initialized: a later read of it would be reported as uninitialized. So a launcher whose kernel writes its output by
- * TMA stores tells it, through NVTX's memory API, that the n ranges of `bytes` at p[0 .. n-1] are written once the
+ * TMA stores tells it, through NVTX's memory API, that the N ranges of `bytes` at p[0 .. N-1] are written once the
  * work queued on s has run (backward kernel 13's dK and dV, forward kernel 39's O). Without a tool attached the call
  * returns at once. */
-static inline void tma_stores_written(void *const *p, int n, size_t bytes, cudaStream_t s)
+template <int N> static inline void tma_stores_written(void *const (&p)[N], size_t bytes, cudaStream_t s)
 {
 #ifdef TMA_HAVE_NVTX_MEM
     static const nvtxDomainHandle_t domain = nvtxDomainCreateA("step05: outputs written by TMA stores");
-    nvtxMemVirtualRangeDesc_t ranges[2];
-    if (n > 2) n = 2;
-    for (int i = 0; i < n; i++) ranges[i] = {bytes, p[i]};
+    nvtxMemVirtualRangeDesc_t ranges[N];
+    for (int i = 0; i < N; i++) ranges[i] = {bytes, p[i]};
     nvtxMemMarkInitializedBatch_t batch = {};
     batch.extCompatID = NVTX_EXT_COMPATID_MEM, batch.structSize = sizeof batch;
-    batch.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS, batch.regionDescCount = (size_t)n;
+    batch.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS, batch.regionDescCount = N;
     batch.regionDescElementSize = sizeof ranges[0], batch.regionDescElements = ranges;
     nvtxMemCudaMarkInitialized(domain, s, 0, &batch);
 #else
-    (void)p, (void)n, (void)bytes, (void)s;
+    (void)p, (void)bytes, (void)s;
 #endif
 }
 

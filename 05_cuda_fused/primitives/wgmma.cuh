@@ -278,9 +278,9 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float *dst, uint32_t src, in
     asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
                  ::"l"(dst), "r"(src), "r"(bytes) : "memory");
 }
-/* Four 8 x 8 blocks of 16-bit values from the warp's registers to shared memory (sm_90; backward kernel 13 and forward kernel 39): register i of lane 4 g + t
- * holds block i's row g, columns 2 t and 2 t + 1 (a wgmma accumulator's layout, packed); lane l gives the address of
- * row l % 8 of block l / 8. */
+/* Four 8 x 8 blocks of 16-bit values from the warp's registers to shared memory (sm_90; backward kernel 13, forward
+ * kernel 39): register i of lane 4 g + t holds block i's row g, columns 2 t and 2 t + 1 (a wgmma accumulator's
+ * layout, packed); lane l gives the address of row l % 8 of block l / 8. */
 __device__ __forceinline__ void stmatrix_x4(uint32_t row_addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3)
 {
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(row_addr), "r"(r0), "r"(r1),
