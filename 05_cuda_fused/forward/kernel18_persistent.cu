@@ -238,8 +238,8 @@ wgmma_persist(const T *__restrict__ Q, T *__restrict__ O, float *__restrict__ L,
 // --- the launcher ------------------------------------------------------------------------------------------------
 
 /* One block per SM (fewer when there are fewer items), Q's tensor map beside K's and V's (KvMaps makes pairs: Q's
- * twice; kernel 39's O's twice), the tickets from the next slot. The shared-memory opt-in and the SM count are asked on the first launch of
- * each instance only: a host call between the timer's start and the launch is in the time. */
+ * twice; kernel 39's O's twice), the tickets from the next slot. The shared-memory opt-in and the SM count are asked
+ * on the first launch of each instance only: a host call between the timer's start and the launch is in the time. */
 template <int D, typename T>
 template <class Self>
 int Persistent<D, T>::launch(int id, const void *q, const void *k, const void *v, void *o, float *Lp, long B, long H,

@@ -14,10 +14,11 @@
  * the engine has read the last one (long done: a whole item lies between); it waits for the last store to finish
  * before the block ends.
  * Why: at causal N = 512, D = 64, kernel 36's O store holds about 11% of all the warps' stall samples (its
- * per-instruction profile, RESULTS.md#kernel-39); an experiment build of kernel 36 that leaves out only the 16-byte stores (a wrong O,
- * timing only: the scaling, packing and exchange kept) ran 1.7-1.9% faster there, 7.0-7.7% at D = 128, N = 512.
+ * per-instruction profile, RESULTS.md#kernel-39); an experiment build of kernel 36 that leaves out only the 16-byte
+ * stores (a wrong O, timing only: the scaling, packing and exchange kept) ran 1.7-1.9% faster there, 7.0-7.7% at
+ * D = 128, N = 512.
  * What it costs: 32 D bytes of shared memory a consumer warp (16 KB at D = 64, 32 KB at D = 128, beside kernel 36's
- * 80 KB and 160 KB), a tensor map for O, and initcheck told that O is written (tma_map.cuh's tma_stores_written).
+ * 81 KB and 161 KB), a tensor map for O, and initcheck told that O is written (tma_map.cuh's tma_stores_written).
  * O and L are the same values as kernel 36's (--check compares them with kernel 14's bit for bit).
  * Measured: H200, over kernel 36 in the same run, two calls (fp16 and bf16, causal and not): at D = 64 +3.1% to
  * +3.5% at N = 2048, +4.3% to +6.0% from 4096 to 16384, +1.3% to +1.9% at 1024, -0.4% to +0.6% at 512; at D = 128
