@@ -62,20 +62,12 @@ struct B13Policy : B12Policy {
         return a.base + C::OFF_DQ + w * DQ_PART * 4 + (A::D == 64 ? 64 * 64 * 2 : 0);
     }
 
-    /* This warp's 16 keys of x (x[4 n + e], as dk in the body) times mul, as 16-bit values, into the buffer at buf:
-     * stmatrix n / 2 writes column blocks n and n + 1 (8 columns each) of rows 16 wiw .. 16 wiw + 15. */
+    /* This warp's 16 keys of x (x[4 n + e], as dk in the body) times mul, as 16-bit values, into the buffer at buf
+     * (boxes of the warpgroup's 64 keys, the warp's from key 16 wiw). */
     template <class A>
     static __device__ __forceinline__ void stage(uint32_t buf, const BwdWgThread &w, const float *x, float mul)
     {
-        using T = typename A::T;
-        const int blk = w.lane / 8, row = 16 * w.wiw + (blk % 2) * 8 + w.lane % 8;
-#pragma unroll
-        for (int n = 0; n < A::D / 8; n += 2) {
-            const int cb = n + blk / 2;           // this lane's row address: column block cb
-            const uint32_t at = buf + (cb / 8) * (64 * 128) + row * 128 + (((cb % 8) ^ (row % 8)) * 16);
-            stmatrix_x4(at, pack2<T>(x[4 * n] * mul, x[4 * n + 1] * mul), pack2<T>(x[4 * n + 2] * mul, x[4 * n + 3] * mul),
-                        pack2<T>(x[4 * n + 4] * mul, x[4 * n + 5] * mul), pack2<T>(x[4 * n + 6] * mul, x[4 * n + 7] * mul));
-        }
+        stmatrix_rows<typename A::T, A::D>(buf, 64, 16 * w.wiw, w.lane, x, mul, mul);
     }
 
     /* The consumers, after the walk: dK_w (scaled) and dV_w into shared memory, handed to the writer warp. dK's own

@@ -70,7 +70,7 @@ static void b19_describe(long D, int dtype, char *buf, size_t n)
 /* Where the walk is rotated, dK and dV add the row tiles in this kernel's own order (the checks: kernels.h). */
 static int b19_own_order(long D, int causal)
 {
-    return !causal && (D == 128 ? B19Policy::diagonal_start<128>() : D == 64 && B19Policy::diagonal_start<64>());
+    return !causal && (D == 128 ? B19Policy::diagonal_start<128>() : B19Policy::diagonal_start<64>());  // D: 64 or 128
 }
 
 static const BackwardKernel bwd19 = {

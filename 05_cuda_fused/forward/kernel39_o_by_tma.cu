@@ -57,17 +57,7 @@ template <int D, typename T> struct OByCopyEngine : FirstPvWrites<D, T> {
         const uint32_t tile = b.q_addr + C::QTILE + b.warp * O_WARP;
         if (b.lane == 0) bulk_wait_read();        // the engine has read this warp's last tile
         __syncwarp();
-        /* stmatrix n / 2: column blocks n and n + 1 (8 columns each) of the warp's 16 rows; lane l gives the address of
-         * row l % 8 of block l / 8 (blocks: rows 0-7 and 8-15 of column block n, then of n + 1). 16-byte chunk c of
-         * row r of a box at c ^ (r % 8). */
-        const int blk = b.lane / 8, r = (blk % 2) * 8 + b.lane % 8;
-#pragma unroll
-        for (int n = 0; n < D / 8; n += 2) {
-            const int cb = n + blk / 2;
-            const uint32_t at = tile + (cb / 8) * (16 * 128) + r * 128 + (((cb % 8) ^ (r % 8)) * 16);
-            stmatrix_x4(at, pack2<T>(b.o[4 * n], b.o[4 * n + 1]), pack2<T>(b.o[4 * n + 2] * inv, b.o[4 * n + 3] * inv),
-                        pack2<T>(b.o[4 * n + 4], b.o[4 * n + 5]), pack2<T>(b.o[4 * n + 6] * inv, b.o[4 * n + 7] * inv));
-        }
+        stmatrix_rows<T, D>(tile, 16, 0, b.lane, b.o, 1.0f, inv);  // boxes of the warp's 16 rows; row g scaled above
         fence_proxy_async();                      // the stores, read next by the copy engine
         __syncwarp();
         const long row0 = row - 8 - b.g;          // the warp's first row

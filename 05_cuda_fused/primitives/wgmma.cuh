@@ -35,6 +35,7 @@
 #include <type_traits>
 
 #include "common.h"
+#include "tc.cuh"   // pack2 (stmatrix_rows)
 
 /* The shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"):
  * bits 0-13 start address >> 4, 16-29 leading-dimension byte offset >> 4,
@@ -286,6 +287,26 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t row_addr, uint32_t r0, uint
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(row_addr), "r"(r0), "r"(r1),
                  "r"(r2), "r"(r3)
                  : "memory");
+}
+/* A warp's 16 rows of a wgmma accumulator x, as 16-bit values, into shared memory for the copy engine: x[4 n], x[4 n + 1]
+ * are row g's columns 8 n + 2 t, 8 n + 2 t + 1, x[4 n + 2], x[4 n + 3] row g + 8's (lane 4 g + t); row g is multiplied
+ * by mul0, row g + 8 by mul1. The tile is D / 64 boxes of box_rows rows x 64 columns in the 128-byte swizzle (16-byte
+ * chunk c of row r at c ^ (r % 8): the 8 rows of a block land in 8 different chunks, so no two lanes share a bank), box
+ * b at buf + b box_rows 128, the warp's rows from row0 of each box. D / 16 stmatrix, n / 2 writing column blocks n and
+ * n + 1 (lane l gives the address of row l % 8 of block l / 8: rows 0-7, then 8-15, of block n, then of n + 1).
+ * Backward kernel 13's dK and dV, forward kernel 39's O. */
+template <typename T, int D>
+__device__ __forceinline__ void stmatrix_rows(uint32_t buf, int box_rows, int row0, int lane, const float *x, float mul0,
+                                              float mul1)
+{
+    const int blk = lane / 8, row = row0 + (blk % 2) * 8 + lane % 8;
+#pragma unroll
+    for (int n = 0; n < D / 8; n += 2) {
+        const int cb = n + blk / 2;               // this lane's row address: column block cb
+        const uint32_t at = buf + (cb / 8) * (box_rows * 128) + row * 128 + (((cb % 8) ^ (row % 8)) * 16);
+        stmatrix_x4(at, pack2<T>(x[4 * n] * mul0, x[4 * n + 1] * mul0), pack2<T>(x[4 * n + 2] * mul1, x[4 * n + 3] * mul1),
+                    pack2<T>(x[4 * n + 4] * mul0, x[4 * n + 5] * mul0), pack2<T>(x[4 * n + 6] * mul1, x[4 * n + 7] * mul1));
+    }
 }
 /* One box of a 3-D tensor map from shared memory at src to global memory (the copy engine; rows outside the tensor
  * are not written). Tracked in this thread's bulk groups, as bulk_reduce_add_f32. */

@@ -321,11 +321,31 @@ def work_instructions(path):
     return n
 
 
+def ncu_metric(path, metric):
+    """One metric of the one kernel launch in an Nsight Compute `--page details --csv` report kept as a file (its '# '
+    lines, ncu's own lines, then the CSV), as a number."""
+    _, lines = meta_and_lines(f05(path))
+    vals = {r["Metric Value"] for r in csv.DictReader(l for l in lines if l.startswith('"')) if r["Metric Name"] == metric}
+    if len(vals) != 1:
+        raise DataError(f"05_cuda_fused/{path}: {len(vals)} values of {metric!r}, expected the one launch's")
+    return float(vals.pop().replace(",", ""))
+
+
+NCU_K39, NCU_CUDNN = "forward/runs/k39_o_tma/h200_ncu_k39", "forward/runs/h200_ncu_cudnn_fwd"
+
+
 @part("s05-ncu-fwd")
 def ncu_fwd():
     """Kernel 39's instructions against cuDNN's causal forward at N = 512, D = 64, their spinning waits aside."""
-    return pct_more_or_fewer(work_instructions("forward/runs/k39_o_tma/h200_ncu_k39_sass_n512_d64_causal.csv"),
-                             work_instructions("forward/runs/h200_ncu_cudnn_fwd_sass_n512_d64_causal.csv"))
+    return pct_more_or_fewer(work_instructions(f"{NCU_K39}_sass_n512_d64_causal.csv"),
+                             work_instructions(f"{NCU_CUDNN}_sass_n512_d64_causal.csv"))
+
+
+@part("s05-ncu-fwd-cycles")
+def ncu_fwd_cycles():
+    """Kernel 39's cycles against cuDNN's at the same shape (Nsight Compute's Elapsed Cycles, one launch each)."""
+    return pct_more_or_fewer(ncu_metric(f"{NCU_K39}_n512_d64_causal.txt", "Elapsed Cycles"),
+                             ncu_metric(f"{NCU_CUDNN}_n512_d64_causal.txt", "Elapsed Cycles"))
 
 
 @part("s05-backward")
