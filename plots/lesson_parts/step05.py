@@ -5,7 +5,6 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
   step05_h200.txt            ./step05 on the H200's own build (the first screen)
   bench_h200_fp16.csv        ./step05 --bench --dtype fp16: every fp16 kernel at FlashAttention's shapes
   sdpa_h200_fp16.csv         plots/sdpa_reference.py: FlashAttention-2 and cuDNN at the same shapes, the same call
-  bench_backward_h200_fp16.csv, sdpa_backward_h200_fp16.csv     the backward, the same way
   bench_backward_b2_19_h200_fp16.csv  every backward kernel at N = 512..4096 (--seq 4096): the kernel-by-kernel table
   bench_short_h200_fp16[_causal].csv, sdpa_short_h200_fp16[_causal].csv:
                              N = 512..2048 (--bench --seq 2048), kernels and SDPA in one call, causal and not
@@ -122,7 +121,7 @@ def ladder_all():
 
 @part("s05-ladder-hopper")
 def ladder_hopper():
-    return ladder([10, 11, 12, 13, 14, 18, 19, 20, 21, 22, 23, 36, 39], first=False)
+    return ladder([10, 11, 12, 13, 14, 18, 19, 20, 21, 22, 23, 26, 36, 39], first=False)
 
 
 @part("s05-ceiling")
@@ -155,16 +154,6 @@ def best_vs(bench, sdpa, causal, Ns, ids=None, mode="bench"):
 def vs_sdpa():
     return (best_vs(BENCH, SDPA, 0, (4096, 16384)) +
             "\n\n<sub>fp16; " + source(BENCH, "kernels") + "; " + source(SDPA, "FlashAttention-2 and cuDNN") + "</sub>")
-
-
-@part("s05-cudnn-idle")
-def cudnn_idle():
-    return fmt(tf(pick(rows(BWD_SDPA, mode="bench_backward", causal=0), kernel=-3, N=2048, D=128)))
-
-
-@part("s05-cudnn-busy")
-def cudnn_busy():
-    return fmt(tf(pick(rows("sdpa_backward_short_h200_fp16.csv", mode="bench_backward", causal=0), kernel=-3, N=2048, D=128)))
 
 
 TIMER = "timer_h200.txt"
@@ -244,7 +233,6 @@ def short_vs():
 
 # --- the backward ------------------------------------------------------------------------------------------------
 
-BWD, BWD_SDPA = "bench_backward_h200_fp16.csv", "sdpa_backward_h200_fp16.csv"
 BWD_TABLE = "bench_backward_b2_19_h200_fp16.csv"   # the kernel-by-kernel table: every rung, N up to 4096
 BWD_LAST = "_backward_b15_19_h200_fp16"     # bench..., sdpa... [_causal].csv: kernels 15-19 beside cuDNN, every N
 NS = (512, 1024, 2048, 4096, 8192, 16384)
