@@ -199,10 +199,12 @@ check_tree() {
         k=$(prefix "$f")$(number "$f")
         id=$(field_n id "$f"); e=$(field_n extends "$f")
         why=
-        twin=$(for g in $(dirname "$f")/../forward/kernel$(printf '%02d' "$(number "$f")")_*.cu \
-                        $(dirname "$f")/../fp8/kernel$(printf '%02d' "$(number "$f")")_*.cu; do
-                   [ -f "$g" ] && [ "$(basename "$g")" != "$(basename "$f")" ] && basename "$g"; done)
-        case $f in */backward/*|*/decode/*) twin= ;; esac
+        twin=   # forward and FP8 share one numbering: another file of either with this number
+        case $f in */forward/*|*/fp8/*)
+            twin=$(for g in "$(dirname "$f")"/../forward/kernel$(printf '%02d' "$(number "$f")")_*.cu \
+                            "$(dirname "$f")"/../fp8/kernel$(printf '%02d' "$(number "$f")")_*.cu; do
+                       [ -f "$g" ] && [ "$(basename "$g")" != "$(basename "$f")" ] && basename "$g"; done) ;;
+        esac
         if [ -n "$twin" ]; then why="its number is also $twin's: the forward and FP8 kernels share one numbering"
         elif [ "$(echo "$e" | grep -c .)" != 1 ]; then why="expected one '.extends = N' in its registry entry, found $(echo "$e" | grep -c .)"
         elif [ "$id" != "$(number "$f")" ]; then why="its entry's .id is '$id', its file's number $(number "$f")"
