@@ -291,7 +291,7 @@ def backward_gap():
             vs_cudnn(f05(f"{AIMS}race_bwd_d128.csv"), f05(f"{AIMS}race_bwd_sdpa.csv"))]
     gap = 100 - min(r for run in runs for r, _, _ in run.values())
     if gap <= 0:
-        raise DataError(f"bench{BWD_LAST}.csv, {BWD_EARLIER}: cuDNN leads at no N in any run; the README's sentence says it does")
+        raise DataError(f"bench{BWD_LAST}.csv, {BWD_EARLIER}, {AIMS}: cuDNN leads at no N in any run; the README's sentence says it does")
     return apart(gap, 0)
 
 
