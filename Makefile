@@ -72,6 +72,8 @@ ifneq ($(HAVE_NVCC),)
   # one warning is off for the CUDA files.
   NVFLAGS  += -std=c++20 -lineinfo $(GENCODE) -Icommon --Werror all-warnings \
               -Xcompiler -Wall,-Wextra,-Wno-missing-field-initializers$(if $(WERROR),$(comma)-Werror)
+  # ptxas's report of every function, read by common/nvcc_guard.sh (the %.cu.o rule)
+  PTXAS_V  := -Xptxas -v
   CFLAGS   += -DHAVE_CUDA=1
   GPU_OBJ  := $(BUILD)/common/gpu.cu.o
   LINK     := $(NVCC) $(GENCODE)
@@ -85,7 +87,7 @@ endif
 CUOBJDUMP ?= $(firstword $(wildcard $(dir $(HAVE_NVCC))cuobjdump) cuobjdump)
 
 # A stamp named after the flags: changing CC, flags or CUDA_ARCH rebuilds.
-STAMP := $(BUILD)/.flags-$(shell echo '$(CC) $(CFLAGS) $(NVFLAGS) $(HAVE_NVCC) $(CUDA_ARCH)' | cksum | cut -d' ' -f1)
+STAMP := $(BUILD)/.flags-$(shell echo '$(CC) $(CFLAGS) $(NVFLAGS) $(PTXAS_V) $(HAVE_NVCC) $(CUDA_ARCH)' | cksum | cut -d' ' -f1)
 
 STEP_DIRS := $(sort $(patsubst %/main.c,%,$(wildcard [0-9][0-9]_*/main.c)))
 step_of    = step$(firstword $(subst _, ,$(1)))
@@ -151,19 +153,12 @@ $(BUILD)/%.o: %.c $(STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
-# ptxas reports a Hopper kernel whose wgmma it had to serialise (each product waits for the one before it: the overlap
-# the kernel was written for gone, and nothing else said) only as an info line under -v, which --Werror does not see.
-# So each .cu file is compiled with -v, nvcc's other output passed on without the info lines, and the build stops on
-# that one (ptxas's C7510-C7519, "wgmma.mma_async instructions are serialized due to ...").
+# common/nvcc_guard.sh runs each compile with ptxas's -v and stops the build where ptxas says it compiled a kernel
+# slower than written (its wgmma serialised, its setmaxnreg ignored), which --Werror does not see; a failed compile
+# leaves no object.
 $(BUILD)/%.cu.o: %.cu $(STAMP)
 	@mkdir -p $(dir $@)
-	@echo "$(NVCC) $(NVFLAGS) -MMD -MP -MF $(@:.o=.d) -c -o $@ $<"
-	@$(NVCC) $(NVFLAGS) -Xptxas -v -MMD -MP -MF $(@:.o=.d) -c -o $@ $< 2>$@.log; rc=$$?; \
-	grep -v -e '^ptxas info' -e '^ *[0-9]* bytes stack frame' $@.log >&2; \
-	if grep -q 'wgmma.mma_async instructions are serialized' $@.log; then \
-	    grep 'wgmma.mma_async instructions are serialized' $@.log | cut -c1-220 >&2; \
-	    echo "$<: ptxas serialised its wgmma (above): the build stops here" >&2; rm -f $@; rc=1; fi; \
-	rm -f $@.log; exit $$rc
+	sh common/nvcc_guard.sh $(NVCC) $(NVFLAGS) $(PTXAS_V) -MMD -MP -MF $(@:.o=.d) -c -o $@ $< || { rm -f $@; exit 1; }
 
 -include $(wildcard $(addsuffix *.d,$(BUILD)/*/ $(BUILD)/*/*/ $(BUILD)/*/*/*/))
 
