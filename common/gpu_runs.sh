@@ -7,7 +7,7 @@
 # race-forward race-backward race-rest (not in the default): the H200 race's tables and gallery, each beside
 # PyTorch's SDPA (FlashAttention-2, cuDNN) in the same call: the forward fp16 (every kernel) and fp32 (naive,
 # kernels 1-2), fp16 causal and bf16 both ways (kernels 14-23); the backward fp16 (every kernel), causal and bf16
-# (kernels 8-12); decode fp16 and bf16, FP8, step 06's --big training, step 02's memory and step 06's causal runs.
+# (kernels 8-19); decode fp16 and bf16, FP8, step 06's --big training, step 02's memory and step 06's causal runs.
 # Each word fits one 10-minute call of a lent GPU (their times on the H200 are in 05_cuda_fused/LOG.md).
 # Each run's output goes to OUTDIR/<name>.log; a one-line summary per run to stdout.
 out=${1:?usage: sh common/gpu_runs.sh OUTDIR [what...]}; shift
@@ -91,13 +91,13 @@ for n, s in (("dq", (2, 8, 4, 128)), ("dk", (2, 2, 300, 128)), ("dv", (2, 2, 300
     race-backward)
             run bench_backward_fp16 ./step05 --bench --backward --dtype fp16 --repeat 5 --csv "$out/bench_backward_fp16.csv"
             sdpa sdpa_backward_fp16 "$out/sdpa_backward_fp16.csv" --backward
-            run bench_backward_fp16_causal ./step05 --bench --backward --dtype fp16 --causal --kernel 8-12 --repeat 5 \
+            run bench_backward_fp16_causal ./step05 --bench --backward --dtype fp16 --causal --kernel 8-19 --repeat 5 \
                 --csv "$out/bench_backward_fp16_causal.csv"
             sdpa sdpa_backward_fp16_causal "$out/sdpa_backward_fp16_causal.csv" --backward --causal
-            run bench_backward_bf16 ./step05 --bench --backward --dtype bf16 --kernel 8-12 --repeat 5 \
+            run bench_backward_bf16 ./step05 --bench --backward --dtype bf16 --kernel 8-19 --repeat 5 \
                 --csv "$out/bench_backward_bf16.csv"
             sdpa sdpa_backward_bf16 "$out/sdpa_backward_bf16.csv" --backward --dtype bf16
-            run bench_backward_bf16_causal ./step05 --bench --backward --dtype bf16 --causal --kernel 8-12 --repeat 5 \
+            run bench_backward_bf16_causal ./step05 --bench --backward --dtype bf16 --causal --kernel 8-19 --repeat 5 \
                 --csv "$out/bench_backward_bf16_causal.csv"
             sdpa sdpa_backward_bf16_causal "$out/sdpa_backward_bf16_causal.csv" --backward --dtype bf16 --causal ;;
     race-rest)
