@@ -228,6 +228,7 @@ typedef struct Fp8Kernel {
     int (*launch)(const Fp8Args *a, void *s);
     void (*describe)(long D, char *buf, size_t n); /* its tiles and warpgroups at D */
     const char *(*unavailable)(void);
+    int persistent;         /* 1: one block per SM walking the work items where it launches so; checked bit for bit against .extends */
 } Fp8Kernel;
 
 #define FP8_UNAVAILABLE(k) ((k)->unavailable ? (k)->unavailable() : (const char *)0)

@@ -64,9 +64,10 @@ struct Fp8QuadSums {
 /* Every FP8 kernel's signature. */
 using Fp8KernelFn = void (*)(const uint8_t *__restrict__, __half *__restrict__, const float *__restrict__,
                              const float *__restrict__, const float *__restrict__, long, long, long, long, int, int, float,
-                             const CUtensorMap, const CUtensorMap);
+                             const CUtensorMap, const CUtensorMap, long);
 
-/* Launch kernel fn of traits C (BR, BC, VBOX, THREADS, bytes) at head dim D, kernel number id. K is [BH][N][D]
+/* Launch kernel fn of traits C (BR, BC, VBOX, THREADS, bytes, PERSISTENT) at head dim D, kernel number id: a block
+ * per work item (a head's row tile), or, PERSISTENT, one block per SM looping over items (the grid's stride). K is [BH][N][D]
  * bytes, 128 bytes a row at D = 128 (the 128-byte swizzle) and 64 at D = 64 (the 64-byte one), boxes of BC rows;
  * V^T is [BH][D][Npad], boxes of VBOX keys by D rows, 128-byte swizzled (VBOX = 128) or 64-byte (VBOX = 64). */
 template <class C, int D>
@@ -91,11 +92,17 @@ static int fp8_launch_d(Fp8KernelFn fn, int id, const Fp8Args *a, cudaStream_t s
         if (smem_opt_in(fn, C::bytes, "kernel", id, D)) return -1;
         opted = 1;
     }
-    const long row_tiles = (a->N + C::BR - 1) / C::BR;
+    static int sms = 0;                           // the SM count, asked once (a host call in the timer's window costs)
+    if (C::PERSISTENT && sms == 0) {
+        int dev = 0;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    }
+    const long row_tiles = (a->N + C::BR - 1) / C::BR, items = BH * row_tiles;   // work items: (head, row tile)
+    const long grid = C::PERSISTENT && items > sms ? sms : items;  // persistent: one block per SM, each many items
     const float scale_log2 = softmax_scale_log2(D);   /* log2(e) / sqrt(D), folded with the scales in the kernel */
-    fn<<<(unsigned)(BH * row_tiles), C::THREADS, C::bytes, s>>>(a->q, (__half *)a->o, a->sq, a->sk, a->sv, a->N, a->nqb,
-                                                                a->nkb, row_tiles, a->causal, a->out_dtype == DT_BF16,
-                                                                scale_log2, mk, mv);
+    fn<<<(unsigned)grid, C::THREADS, C::bytes, s>>>(a->q, (__half *)a->o, a->sq, a->sk, a->sv, a->N, a->nqb, a->nkb,
+                                                    row_tiles, a->causal, a->out_dtype == DT_BF16, scale_log2, mk, mv, items);
     CUDA_CHECK_LAST();
     return 0;
 }

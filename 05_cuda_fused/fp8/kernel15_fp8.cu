@@ -54,6 +54,7 @@
 
 template <int D, class P> struct K15 {
     static constexpr int NWG = D == 64 ? 3 : 2;           // consumer warpgroups, 64 rows each (FP8_QBLOCK)
+    static constexpr bool PERSISTENT = false;             // a block per work item
     static constexpr int BR = 64 * NWG, BC = FP8_KBLOCK, STAGES = 2;
     static constexpr int VBOX = BC;                       // keys a V^T box holds: the tile, one 128-byte-swizzled row
     static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
@@ -91,7 +92,8 @@ kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
              const float *__restrict__ SV,    // [B*H]: V's scale per head
              long N, long nqb, long nkb, long row_tiles, int causal, int out_bf16, float scale_log2,
              const __grid_constant__ CUtensorMap tm_k,   // K as [B*H][N][D] bytes
-             const __grid_constant__ CUtensorMap tm_v)   // V^T as [B*H][D][Npad] bytes, keys permuted
+             const __grid_constant__ CUtensorMap tm_v,   // V^T as [B*H][D][Npad] bytes, keys permuted
+             long items)                                 // work items (B*H*row_tiles): the grid, one block each
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = K15<D, P>;
@@ -256,7 +258,7 @@ kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
     }
 #else
     (void)Q, (void)O, (void)SQ, (void)SK, (void)SV, (void)N, (void)nqb, (void)nkb, (void)row_tiles, (void)causal, (void)out_bf16,
-        (void)scale_log2, (void)tm_k, (void)tm_v;
+        (void)scale_log2, (void)tm_k, (void)tm_v, (void)items;
 #endif
 }
 

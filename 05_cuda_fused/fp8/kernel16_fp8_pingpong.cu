@@ -18,11 +18,12 @@
  * (K and V are released apart), the turns' barriers, and at D = 64 kernel 15's third consumer warpgroup (two here
  * at both D, as kernel 13 against kernel 12 in 16 bits). Built only for sm_90a.
  *
- * The body, fp8_pingpong<D, P>, is kernels 17, 24, 28 and 30's too: it calls its policy P where they change it,
+ * The body, fp8_pingpong<D, P>, is kernels 17, 24, 28, 30 and 45's too: it calls its policy P where they change it,
  * and Fp8PingPong holds kernel 16's code for each hook: init_smem (shared memory of the policy's own), exp2_score
  * (one score's exponential: kernel 17 computes some on the FMA pipes), RowSums (how l is kept: kernel 24 leaves it
  * to the tensor cores), consumers and Turns (how many warpgroups, and whether they take turns: kernel 28 runs three
- * at D = 64, each on its own), keys (a tile's width: kernel 30 takes 192 keys at D = 128, three 64-key groups).
+ * at D = 64, each on its own), keys (a tile's width: kernel 30 takes 192 keys at D = 128, three 64-key groups),
+ * PERSISTENT (a block per work item, or one per SM walking them: kernel 45 where rows are short).
  *
  * Measured: H200, D = 128, N = 4096 / 16384: +6% / +8% over kernel 15 (778.5 / 790.0 TFLOP/s); at D = 64 15% slower
  * (475.6 against 560.8 at N = 4096), where kernel 15 runs three consumer warpgroups; the runs and the profile:
@@ -53,16 +54,22 @@ template <int D, class P> struct Fp8PP {
     static constexpr int VBOX = BC == 128 ? 128 : 64;     // keys a V^T box holds: one 128-byte-swizzled row, else 64
     static_assert(BC == FP8_KBLOCK || BC == 192, "a tile of one K block, or of three 64-key groups");
     static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
-    static constexpr int REG_PRODUCER = NWG == 2 ? 24 : 32, REG_CONSUMER = NWG == 2 ? 240 : 160;  // kernel 15's
+    static constexpr bool PERSISTENT = P::PERSISTENT;     // a block per work item, or one per SM looping over them
+    /* kernel 15's registers; persistent, the producer's loop over items (its ring position, the item's head and
+     * tiles) spills at 24, so it takes 16 or 24 more from the consumers */
+    static constexpr int REG_PRODUCER = NWG == 2 ? (PERSISTENT ? 40 : 24) : (PERSISTENT ? 56 : 32);
+    static constexpr int REG_CONSUMER = NWG == 2 ? (PERSISTENT ? 232 : 240) : (PERSISTENT ? 152 : 160);
     static constexpr int TILE = BC * D;                   // one K tile [BC][D] or V^T tile [D][BC], bytes
     static constexpr size_t bytes = 2 * STAGES * (size_t)TILE + P::SMEM + 4 * 8 * STAGES + 1024; /* K, V^T; P's; mbarriers; alignment */
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 
-/* Kernel 16's hooks, with kernel 16's code in them. Kernels 17, 24, 28 and 30 derive their policies from this one
- * (17 from 16, 24 from 17, 28 from 24, 30 from 28) and replace the hooks their idea changes; fp8_pingpong<D, P>
- * below calls P's. */
+/* Kernel 16's hooks, with kernel 16's code in them. Kernels 17, 24, 28, 30 and 45 derive their policies from this
+ * one (17 from 16, 24 from 17, 28 from 24, 30 from 28, 45 from 30) and replace the hooks their idea changes;
+ * fp8_pingpong<D, P> below calls P's. */
 struct Fp8PingPong {
+    /* A block per work item (a head's row tile): the grid is the items. */
+    static constexpr bool PERSISTENT = false;
     /* Keys a tile at head dim D: one K block (FP8_KBLOCK), whose one scale then holds for the whole tile. */
     __host__ __device__ static constexpr int keys(int D) { return (void)D, FP8_KBLOCK; }
     /* Consumer warpgroups at head dim D: two at both D, taking turns (Turns). */
@@ -106,10 +113,12 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
              const float *__restrict__ SV,    // [B*H]
              long N, long nqb, long nkb, long row_tiles, int causal, int out_bf16, float scale_log2,
              const __grid_constant__ CUtensorMap tm_k,   // K as [B*H][N][D] bytes
-             const __grid_constant__ CUtensorMap tm_v)   // V^T as [B*H][D][Npad] bytes, keys permuted
+             const __grid_constant__ CUtensorMap tm_v,   // V^T as [B*H][D][Npad] bytes, keys permuted
+             long items)                                 // work items, B*H*row_tiles
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = Fp8PP<D, P>;
+    (void)items;                                  // read only when persistent
     constexpr int BC = C::BC, TILE = C::TILE, STAGES = C::STAGES;
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw_addr = (uint32_t)__cvta_generic_to_shared(smem_raw);
@@ -118,12 +127,21 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
     const uint32_t full_k = own + P::SMEM, full_v = full_k + 8 * STAGES;
     const uint32_t empty_k = full_v + 8 * STAGES, empty_v = empty_k + 8 * STAGES;
 
-    long bh, tile;
-    block_tile(row_tiles, causal, &bh, &tile);
-    const long i0 = tile * C::BR;
-    const long last_row = (i0 + C::BR < N ? i0 + C::BR : N) - 1;
-    const long jend = causal ? last_row + 1 : N;
-    const long ntiles = (jend + BC - 1) / BC;
+    /* Work item w: its head bh, its first row i0, its key tiles ntiles. A block per item: w is blockIdx.x, the order
+     * block_tile's. Persistent: w = blockIdx.x, then + gridDim.x while < items, in ticket_tile's order (the same one:
+     * causal, the longest row tiles first); producer and consumers walk the same items, each counting key tiles (kt)
+     * so that the ring of stages and its parities run on from one item to the next. */
+    auto item = [&](long w, long &bh, long &i0, long &ntiles) {
+        long tile;
+        if constexpr (C::PERSISTENT) ticket_tile(w, items / row_tiles, row_tiles, causal, items / row_tiles, &bh, &tile);
+        else block_tile(row_tiles, causal, &bh, &tile);
+        i0 = tile * C::BR;
+        const long last_row = (i0 + C::BR < N ? i0 + C::BR : N) - 1;
+        const long jend = causal ? last_row + 1 : N;
+        ntiles = (jend + BC - 1) / BC;
+    };
+    long bh, i0, ntiles;                          // the block's item (persistent: its first)
+    item(blockIdx.x, bh, i0, ntiles);
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
@@ -140,8 +158,10 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
     if (threadIdx.x < 128) {                      // the producer: K_j and V^T_j released apart (kernel 13's ring)
         setmaxnreg_dec<C::REG_PRODUCER>();
         if (threadIdx.x == 0) {
+            int kt = 0;                           // key tiles loaded for the items before this one
+            for (int w = blockIdx.x;;) {
             for (long j = 0; j < ntiles; j++) {
-                const int s = (int)(j % STAGES), use = (int)((j / STAGES) & 1);
+                const int s = (int)((kt + j) % STAGES), use = (int)(((kt + j) / STAGES) & 1);
                 const uint32_t k_dst = smem_addr + s * TILE, v_dst = smem_addr + (STAGES + s) * TILE;
                 mbar_wait(empty_k + 8 * s, use ^ 1);
                 mbar_expect_tx(full_k + 8 * s, TILE);
@@ -152,13 +172,20 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
                 for (int b = 0; b < BC / C::VBOX; b++)   // V^T_j in boxes of VBOX keys, each [D][VBOX]
                     tma_load_3d(v_dst + b * C::VBOX * D, &tm_v, (int)(j * BC) + b * C::VBOX, 0, (int)bh, full_v + 8 * s);
             }
+                if constexpr (!C::PERSISTENT) break;
+                kt += ntiles, w += gridDim.x;     // the block's next item, if any
+                if (w >= items) break;
+                item(w, bh, i0, ntiles);
+            }
         }
         return;
     }
     setmaxnreg_inc<C::REG_CONSUMER>();
 
-    const uint8_t *Qh = Q + bh * N * D;
     const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    int kt = 0;                                  // key tiles consumed for the items before this one
+    for (int w = blockIdx.x;;) {
+    const uint8_t *Qh = Q + bh * N * D;
     const long warp_row0 = i0 + warp * 16;
     const long row_g = warp_row0 + g, row_g8 = row_g + 8;
 
@@ -182,10 +209,10 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
 
     float s[BC / 2];                              // S_j, then 2^8 p_j as floats
     uint32_t pf[BC / 32][4];                      // 2^8 p_{j-1} as FP8 A fragments of O += P V
-    auto stage = [&](long j, uint32_t base) { return base + 8 * (uint32_t)(j % STAGES); };
-    auto parity = [&](long j) { return (int)((j / STAGES) & 1); };
+    auto stage = [&](long j, uint32_t base) { return base + 8 * (uint32_t)((kt + j) % STAGES); };
+    auto parity = [&](long j) { return (int)(((kt + j) / STAGES) & 1); };
     auto issue_s = [&](long j) {                  // S8_j = Q8 K8_j^T, issued, not waited for
-        const uint32_t k_addr = smem_addr + (uint32_t)(j % STAGES) * TILE;
+        const uint32_t k_addr = smem_addr + (uint32_t)((kt + j) % STAGES) * TILE;
         mbar_wait(stage(j, full_k), parity(j));
         wgmma_fence();
         auto kdesc = [&](uint32_t at) { return D == 128 ? make_desc(at, 16, 1024) : make_desc_sw64(at, 512); };
@@ -201,7 +228,7 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
         wgmma_commit();
     };
     auto issue_pv = [&](long j) {                 // O += P_j V_j, issued, not waited for
-        const uint32_t v_addr = smem_addr + (uint32_t)(STAGES + j % STAGES) * TILE;
+        const uint32_t v_addr = smem_addr + (uint32_t)(STAGES + (kt + j) % STAGES) * TILE;
         mbar_wait(stage(j, full_v), parity(j));
         wgmma_fence();
 #pragma unroll
@@ -341,15 +368,20 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
                     pack_o2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv, out_bf16);
         }
     }
+    if constexpr (!C::PERSISTENT) break;
+    kt += ntiles, w += gridDim.x;                 // the block's next item, if any
+    if (w >= items) break;
+    item(w, bh, i0, ntiles);
+    }
 #else
     (void)Q, (void)O, (void)SQ, (void)SK, (void)SV, (void)N, (void)nqb, (void)nkb, (void)row_tiles, (void)causal, (void)out_bf16,
-        (void)scale_log2, (void)tm_k, (void)tm_v;
+        (void)scale_log2, (void)tm_k, (void)tm_v, (void)items;
 #endif
 }
 
 // --- the launcher -------------------------------------------------------------------
 
-/* Kernel 16's launcher, with P's kernel: kernels 17, 24, 28 and 30 launch theirs with it too. */
+/* Kernel 16's launcher, with P's kernel: kernels 17, 24, 28, 30 and 45 launch theirs with it too. */
 template <class P> static int fp8_pingpong_launch(int id, const Fp8Args *a, void *stream)
 {
     if (wgmma_refused()) return -1;
