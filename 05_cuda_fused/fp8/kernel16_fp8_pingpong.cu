@@ -133,8 +133,10 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
      * so that the ring of stages and its parities run on from one item to the next. */
     auto item = [&](long w, long &bh, long &i0, long &ntiles) {
         long tile;
-        if constexpr (C::PERSISTENT) ticket_tile(w, items / row_tiles, row_tiles, causal, items / row_tiles, &bh, &tile);
-        else block_tile(row_tiles, causal, &bh, &tile);
+        if constexpr (C::PERSISTENT)
+            ticket_tile(w, items / row_tiles, row_tiles, causal, items / row_tiles, &bh, &tile);
+        else
+            block_tile(row_tiles, causal, &bh, &tile);
         i0 = tile * C::BR;
         const long last_row = (i0 + C::BR < N ? i0 + C::BR : N) - 1;
         const long jend = causal ? last_row + 1 : N;
@@ -159,7 +161,7 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
         setmaxnreg_dec<C::REG_PRODUCER>();
         if (threadIdx.x == 0) {
             int kt = 0;                           // key tiles loaded for the items before this one
-            for (int w = blockIdx.x;;) {
+            for (int w = blockIdx.x;;) {          // the items (once unless PERSISTENT; kernel 16's loop not re-indented)
             for (long j = 0; j < ntiles; j++) {
                 const int s = (int)((kt + j) % STAGES), use = (int)(((kt + j) / STAGES) & 1);
                 const uint32_t k_dst = smem_addr + s * TILE, v_dst = smem_addr + (STAGES + s) * TILE;
@@ -184,7 +186,7 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
 
     const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int kt = 0;                                  // key tiles consumed for the items before this one
-    for (int w = blockIdx.x;;) {
+    for (int w = blockIdx.x;;) {                 // the items (once unless PERSISTENT; kernel 16's body not re-indented)
     const uint8_t *Qh = Q + bh * N * D;
     const long warp_row0 = i0 + warp * 16;
     const long row_g = warp_row0 + g, row_g8 = row_g + 8;

@@ -443,6 +443,12 @@ def fp8_k30_short():
     return fmt(100 * (1 - a / b), 1)
 
 
+@part("s05-fp8-k45-short")
+def fp8_k45_short():
+    """Kernel 45 (kernel 30 persistent where rows are short) over kernel 30 at D = 64, N = 512, %."""
+    return fp8_gain(45, 30, 64, 512)
+
+
 @part("s05-fp8-gap")
 def fp8_gap():
     """How far the best FP8 kernel at D = 128 is from FlashAttention-3's 1000 TFLOP/s at N = 4096 and 16384, %."""
