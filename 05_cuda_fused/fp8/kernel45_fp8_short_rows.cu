@@ -13,9 +13,9 @@
  * Its code is the policy below: kernel 16's body's hook PERSISTENT; the body walks the items, fp8_launch_d sizes the
  * grid, and the launcher here picks the schedule by N.
  * Why: at N = 512 a row tile visits 3 or 4 key tiles, so what a block pays once is a large share of its time; at
- * N = 16384 it visits 86 and it is not. Made persistent at every N (tried as kernel 31, fp8/RESULTS.md#kernel-31-tried)
- * kernel 30 gained 18-19% at N = 512, D = 64, and lost 4-8% from N = 4096: the producer's loop over items needs more
- * registers, and the consumers' loop with the ring's position carried ran slower. The crossing, measured there, is
+ * N = 16384 it visits 86 and it is not. Persistent at every N (kernel 31, fp8/RESULTS.md#kernel-31-tried), kernel 30
+ * loses 3-8% from N = 4096 (up to 11% causal): the producer's loop over items needs more registers, and the
+ * consumers' loop with the ring's position carried runs slower. The crossings measured there, not causal, are
  * between N = 2048 and 4096 at D = 64 and between 1024 and 2048 at D = 128: the two limits above.
  * What it costs: the producer's 40 (56 at D = 64) registers, taken from the consumers (232, 152), where persistent;
  * the round robin does not balance causal rows, whose lengths differ (forward kernel 18 takes tickets from a counter
@@ -59,8 +59,7 @@ static void k45_describe(long D, char *buf, size_t n)
 
 static const Fp8Kernel kernel45 = {
     .id = 45, .extends = 30, .name = "fp8 short rows",
-    .idea = "where rows are short, one block per SM walking its share of the row tiles, the next tile's K and V "
-            "loading under this one's end",
+    .idea = "where rows are short, one block per SM walking its share of the row tiles, the next tile's K and V loading under this one's end",
     .launch = k45_launch, .describe = k45_describe, .unavailable = fp8_unavailable, .persistent = 1,
 };
 FP8_REGISTER(kernel45);

@@ -255,14 +255,18 @@ case $1 in
     else
         failed=1; echo "FAIL idea/planted: kernel 3 made to extend 99, expected one new FAIL line for it, got: $(cat "$tmp/planted")"
     fi
-    # and a forward kernel with an FP8 kernel's number (kernel 3 copied as 30, which no kernel extends): two FAIL lines
+    # and a forward kernel with an FP8 kernel's number (kernel 3 copied as the last FP8 kernel no kernel extends, so
+    # that no rung above it fails too): two FAIL lines
     sed -i 's/\.extends = 99,/.extends = 2,/' "$f"
-    sed 's/\.id = 3,/.id = 30,/' "$f" >"$tmp/tree/forward/kernel30_twin.cu"
+    twin=$(for g in "$top"/fp8/kernel[0-9]*.cu; do sed -n 's/^ *\.id = \([0-9]*\),.*/\1/p' "$g"; done |
+           while read -r n; do grep -q "\.extends = $n," "$top"/forward/*.cu "$top"/fp8/*.cu || echo "$n"; done | tail -n 1)
+    sed "s/\.id = 3,/.id = $twin,/" "$f" >"$tmp/tree/forward/kernel${twin}_twin.cu"
     sh "$tmp/tree/host/idea.sh" --check-tree 2>&1 | grep '^FAIL ' | grep -vxF -f "$tmp/real" >"$tmp/planted"
-    if [ "$(grep -c '^FAIL idea/30: .*share one numbering' "$tmp/planted")" = 2 ] && [ "$(grep -c . "$tmp/planted")" = 2 ]; then
-        echo "PASS idea/planted-twin: a forward kernel numbered as FP8 kernel 30 is caught, in both files"
+    if [ -n "$twin" ] && [ "$(grep -c "^FAIL idea/$twin: .*share one numbering" "$tmp/planted")" = 2 ] &&
+       [ "$(grep -c . "$tmp/planted")" = 2 ]; then
+        echo "PASS idea/planted-twin: a forward kernel numbered as FP8 kernel $twin is caught, in both files"
     else
-        failed=1; echo "FAIL idea/planted-twin: a forward kernel numbered 30, expected two new FAIL lines for 30, got: $(cat "$tmp/planted")"
+        failed=1; echo "FAIL idea/planted-twin: a forward kernel numbered ${twin:-(none found)}, expected two new FAIL lines for it, got: $(cat "$tmp/planted")"
     fi
     for k in 99 B99 D99 x 12x "" 0; do
         sh "$0" "$k" >/dev/null 2>"$tmp/err"; rc=$?
