@@ -228,7 +228,9 @@ typedef struct Fp8Kernel {
     int (*launch)(const Fp8Args *a, void *s);
     void (*describe)(long D, char *buf, size_t n); /* its tiles and warpgroups at D */
     const char *(*unavailable)(void);
-    int persistent;         /* 1: one block per SM walking the work items where it launches so; checked bit for bit against .extends */
+    int persistent;         /* 1: one block per SM walking the work items where it launches so; checked bit for bit against
+                             * persistent_of, or .extends when 0 */
+    int persistent_of;      /* the kernel whose O it equals, launching a block per item (its tiles, not its schedule) */
 } Fp8Kernel;
 
 #define FP8_UNAVAILABLE(k) ((k)->unavailable ? (k)->unavailable() : (const char *)0)

@@ -551,15 +551,15 @@ static void check_quantize_gpu(void)
         }
 }
 
-/* A persistent FP8 kernel (.persistent) computes what the kernel it extends computes, only with one block per SM
- * walking the work items: at a shape of more items than an H100's or H200's SMs (B = 4, H = 16, N = 1000 at D = 128:
- * 512 row tiles; H = 32 at D = 64: 768), where each block takes several items one after the other, its O must equal
- * that kernel's bit for bit (the check grid's shapes have fewer items than an SM count and never give a block a
- * second one). */
+/* A persistent FP8 kernel (.persistent) computes what the kernel it extends computes (or .persistent_of, where its
+ * tiles are another rung's), only with one block per SM walking the work items: at a shape of more items than an
+ * H100's or H200's SMs (B = 4, H = 16, N = 1000 at D = 128: 512 row tiles; H = 32 at D = 64: 768), where each block
+ * takes several items one after the other, its O must equal that kernel's bit for bit (the check grid's shapes have
+ * fewer items than an SM count and never give a block a second one). */
 static void persistent_checks(long only)
 {
     for (int x = 0; x < fp8_count(); x++) {
-        const Fp8Kernel *kp = fp8_at(x), *kb = fp8_kernel(kp->extends);
+        const Fp8Kernel *kp = fp8_at(x), *kb = fp8_kernel(kp->persistent_of ? kp->persistent_of : kp->extends);
         if (!kp->persistent || !kb || (only && only != kp->id)) continue;
         for (long D = 64; D <= 128; D *= 2)
             for (int causal = 0; causal < 2; causal++) {
