@@ -45,6 +45,7 @@ __device__ __forceinline__ uint32_t pack_o2(float a, float b, int bf16)
 struct Fp8QuadSums {
     float l[2] = {0.0f, 0.0f};                    // this thread's part of l, rows g and g + 8
     float ls[2];                                  // the tile's sum of 2^8 p
+    __device__ __forceinline__ void reset() { l[0] = 0.0f, l[1] = 0.0f; }  // a persistent block's next item
     __device__ __forceinline__ void fold(const float alpha[2])  // l_new = alpha l + sum 2^8 p
     {
 #pragma unroll

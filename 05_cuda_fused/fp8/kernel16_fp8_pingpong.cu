@@ -70,6 +70,8 @@ template <int D, class P> struct Fp8PP {
 struct Fp8PingPong {
     /* A block per work item (a head's row tile): the grid is the items. */
     static constexpr bool PERSISTENT = false;
+    /* Persistent only: each item's S_0 issued at the end of the item before, behind its last P V (kernel 47). */
+    static constexpr bool EARLY_START = false;
     /* Keys a tile at head dim D: one K block (FP8_KBLOCK), whose one scale then holds for the whole tile. */
     __host__ __device__ static constexpr int keys(int D) { return (void)D, FP8_KBLOCK; }
     /* Consumer warpgroups at head dim D: two at both D, taking turns (Turns). */
@@ -187,12 +189,13 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
 
     const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int kt = 0;                                  // key tiles consumed for the items before this one
-    for (int w = blockIdx.x;;) {                 // the items: once, unless PERSISTENT
+    long warp_row0, row_g, row_g8;               // the item's rows: this warp's first, this thread's two
+    uint32_t qf[D / 32][4];                      // Q8 of rows g and g + 8, FP8 A fragments
+    float sq;                                    // Q's scale
+    auto load_q = [&]() {                        // the item's rows and Q (bh and i0: item's)
         const uint8_t *Qh = Q + bh * N * D;
-        const long warp_row0 = i0 + warp * 16;
-        const long row_g = warp_row0 + g, row_g8 = row_g + 8;
-
-        uint32_t qf[D / 32][4];
+        warp_row0 = i0 + warp * 16;
+        row_g = warp_row0 + g, row_g8 = row_g + 8;
 #pragma unroll
         for (int ks = 0; ks < D / 32; ks++)
 #pragma unroll
@@ -202,140 +205,155 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
                 qf[ks][r] = row < N ? *reinterpret_cast<const uint32_t *>(Qh + row * D + col) : 0u;
             }
         const long qb = i0 / 64 + warp / 4;
-        const float sq = SQ[bh * nqb + (qb < nqb ? qb : nqb - 1)];
-
-        float o[D / 2];
+        sq = SQ[bh * nqb + (qb < nqb ? qb : nqb - 1)];
+    };
+    float o[D / 2];
+    float m[2];
+    typename P::RowSums l;                        // l of rows g and g + 8, as P keeps it
+    auto clear = [&]() {                          // O, m and l for an item's start
 #pragma unroll
         for (int n = 0; n < D / 2; n++) o[n] = 0.0f;
-        float m[2] = {-INFINITY, -INFINITY};
-        typename P::RowSums l;                        // l of rows g and g + 8, as P keeps it
-
-        float s[BC / 2];                              // S_j, then 2^8 p_j as floats
-        uint32_t pf[BC / 32][4];                      // 2^8 p_{j-1} as FP8 A fragments of O += P V
-        auto stage = [&](long j, uint32_t base) { return base + 8 * (uint32_t)((kt + j) % STAGES); };
-        auto parity = [&](long j) { return (int)(((kt + j) / STAGES) & 1); };
-        auto issue_s = [&](long j) {                  // S8_j = Q8 K8_j^T, issued, not waited for
-            const uint32_t k_addr = smem_addr + (uint32_t)((kt + j) % STAGES) * TILE;
-            mbar_wait(stage(j, full_k), parity(j));
-            wgmma_fence();
-            auto kdesc = [&](uint32_t at) { return D == 128 ? make_desc(at, 16, 1024) : make_desc_sw64(at, 512); };
+        m[0] = -INFINITY, m[1] = -INFINITY;
+        l.reset();
+    };
+    float s[BC / 2];                              // S_j, then 2^8 p_j as floats
+    uint32_t pf[BC / 32][4];                      // 2^8 p_{j-1} as FP8 A fragments of O += P V
+    auto stage = [&](long j, uint32_t base) { return base + 8 * (uint32_t)((kt + j) % STAGES); };
+    auto parity = [&](long j) { return (int)(((kt + j) / STAGES) & 1); };
+    auto issue_s = [&](long j) {                  // S8_j = Q8 K8_j^T, issued, not waited for
+        const uint32_t k_addr = smem_addr + (uint32_t)((kt + j) % STAGES) * TILE;
+        mbar_wait(stage(j, full_k), parity(j));
+        wgmma_fence();
+        auto kdesc = [&](uint32_t at) { return D == 128 ? make_desc(at, 16, 1024) : make_desc_sw64(at, 512); };
 #pragma unroll
-            for (int ks = 0; ks < D / 32; ks++) {
-                if constexpr (BC == 128) {
-                    wgmma_fp8<BC>(s, qf[ks], kdesc(k_addr + ks * 32), ks > 0);
-                } else {                              // 192 keys: the first 128 rows of K_j, then the last 64
-                    wgmma_fp8<128>(s, qf[ks], kdesc(k_addr + ks * 32), ks > 0);
-                    wgmma_fp8<64>(s + 64, qf[ks], kdesc(k_addr + 128 * D + ks * 32), ks > 0);
+        for (int ks = 0; ks < D / 32; ks++) {
+            if constexpr (BC == 128) {
+                wgmma_fp8<BC>(s, qf[ks], kdesc(k_addr + ks * 32), ks > 0);
+            } else {                              // 192 keys: the first 128 rows of K_j, then the last 64
+                wgmma_fp8<128>(s, qf[ks], kdesc(k_addr + ks * 32), ks > 0);
+                wgmma_fp8<64>(s + 64, qf[ks], kdesc(k_addr + 128 * D + ks * 32), ks > 0);
+            }
+        }
+        wgmma_commit();
+    };
+    auto issue_pv = [&](long j) {                 // O += P_j V_j, issued, not waited for
+        const uint32_t v_addr = smem_addr + (uint32_t)(STAGES + (kt + j) % STAGES) * TILE;
+        mbar_wait(stage(j, full_v), parity(j));
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BC / 32; kk++) {
+            const uint64_t desc = C::VBOX == 128 ? make_desc(v_addr + kk * 32, 16, 1024)   // k step kk's 32 keys
+                                                 : make_desc_sw64(v_addr + kk / 2 * 64 * D + kk % 2 * 32, 512);
+            wgmma_fp8<D>(o, pf[kk], desc, 1);
+            l.pv(pf[kk], own);                    // P's product beside it, if any
+        }
+        wgmma_commit();
+    };
+    auto release = [&](uint32_t bar) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar);
+    };
+    auto softmax = [&](long j, float alpha[2]) {  // kernel 15's softmax of S_j: m, l updated, 2^8 p_j left in s
+        const long j0 = j * BC;
+        constexpr int G = BC == FP8_KBLOCK ? 1 : BC / 64;  // key groups of one scale each: the tile, or 64 keys
+        float sl2[G];                             // their log2-domain scales: group u's K block
+        if constexpr (G == 1) {
+            sl2[0] = scale_log2 * sq * SK[bh * nkb + j];
+        } else {
+#pragma unroll
+            for (int u = 0; u < G; u++) {
+                const long kb = (j0 + 64 * u) / FP8_KBLOCK;
+                sl2[u] = scale_log2 * sq * SK[bh * nkb + (kb < nkb ? kb : nkb - 1)];
+            }
+        }
+        const bool need_mask = j0 + BC > N || (causal && j0 + BC - 1 > warp_row0);
+        const int lim = (int)(N - j0 < BC ? N - j0 : BC);
+        float mt[2] = {-INFINITY, -INFINITY};     // the row's max of raw scores (G > 1: of group 0's)
+        float mg[G][2];                           // G > 1: each group's
+        if constexpr (G > 1)
+#pragma unroll
+            for (int u = 0; u < G; u++) mg[u][0] = -INFINITY, mg[u][1] = -INFINITY;
+        auto take = [&](int n, int e) {       // score 4n + e (column 8n + ..., group n / (BC / G / 8)) into its max
+            if constexpr (G == 1) mt[e / 2] = fmaxf(mt[e / 2], s[4 * n + e]);
+            else mg[n / (BC / G / 8)][e / 2] = fmaxf(mg[n / (BC / G / 8)][e / 2], s[4 * n + e]);
+        };
+        if (need_mask) {
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int c = n * 8 + 2 * t + (e % 2), d = (int)((e < 2 ? row_g : row_g8) - j0);
+                    if (c >= lim || (causal && c > d)) s[4 * n + e] = -INFINITY;
+                    take(n, e);
                 }
+        } else {
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) take(n, e);
+        }
+        float bse[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            if constexpr (G > 1) {                // each group's max times its own scale (sl2 > 0: they commute)
+                mt[h] = mg[0][h] * sl2[0];
+#pragma unroll
+                for (int u = 1; u < G; u++) mt[h] = fmaxf(mt[h], mg[u][h] * sl2[u]);
             }
-            wgmma_commit();
-        };
-        auto issue_pv = [&](long j) {                 // O += P_j V_j, issued, not waited for
-            const uint32_t v_addr = smem_addr + (uint32_t)(STAGES + (kt + j) % STAGES) * TILE;
-            mbar_wait(stage(j, full_v), parity(j));
-            wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < BC / 32; kk++) {
-                const uint64_t desc = C::VBOX == 128 ? make_desc(v_addr + kk * 32, 16, 1024)   // k step kk's 32 keys
-                                                     : make_desc_sw64(v_addr + kk / 2 * 64 * D + kk % 2 * 32, 512);
-                wgmma_fp8<D>(o, pf[kk], desc, 1);
-                l.pv(pf[kk], own);                    // P's product beside it, if any
-            }
-            wgmma_commit();
-        };
-        auto release = [&](uint32_t bar) {
-            __syncwarp();
-            if (lane == 0) mbar_arrive(bar);
-        };
-        auto softmax = [&](long j, float alpha[2]) {  // kernel 15's softmax of S_j: m, l updated, 2^8 p_j left in s
-            const long j0 = j * BC;
-            constexpr int G = BC == FP8_KBLOCK ? 1 : BC / 64;  // key groups of one scale each: the tile, or 64 keys
-            float sl2[G];                             // their log2-domain scales: group u's K block
-            if constexpr (G == 1) {
-                sl2[0] = scale_log2 * sq * SK[bh * nkb + j];
-            } else {
+            for (int off = 1; off <= 2; off *= 2) mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], off));
+            const float mn = fmaxf(m[h], G == 1 ? mt[h] * sl2[0] : mt[h]);
+            const float base = mn == -INFINITY ? 0.0f : mn;
+            alpha[h] = ex2(m[h] - base);
+            bse[h] = base - FP8_P_SHIFT;
+            m[h] = mn;
+        }
+        l.begin();
 #pragma unroll
-                for (int u = 0; u < G; u++) {
-                    const long kb = (j0 + 64 * u) / FP8_KBLOCK;
-                    sl2[u] = scale_log2 * sq * SK[bh * nkb + (kb < nkb ? kb : nkb - 1)];
-                }
-            }
-            const bool need_mask = j0 + BC > N || (causal && j0 + BC - 1 > warp_row0);
-            const int lim = (int)(N - j0 < BC ? N - j0 : BC);
-            float mt[2] = {-INFINITY, -INFINITY};     // the row's max of raw scores (G > 1: of group 0's)
-            float mg[G][2];                           // G > 1: each group's
-            if constexpr (G > 1)
+        for (int x = 0; x < BC / 2; x++) {
+            const float y = fmaf(s[x], sl2[x / (BC / 2 / G)], -bse[x % 4 / 2]);
+            s[x] = P::exp2_score(x, y);           // 2^8 p
+            l.add(x, s[x]);
+        }
+        l.end(alpha);
+    };
+    auto rescale_and_pack = [&](const float alpha[2]) {  // O *= alpha_j; 2^8 p_j into pf, kernel 15's key order
 #pragma unroll
-                for (int u = 0; u < G; u++) mg[u][0] = -INFINITY, mg[u][1] = -INFINITY;
-            auto take = [&](int n, int e) {       // score 4n + e (column 8n + ..., group n / (BC / G / 8)) into its max
-                if constexpr (G == 1) mt[e / 2] = fmaxf(mt[e / 2], s[4 * n + e]);
-                else mg[n / (BC / G / 8)][e / 2] = fmaxf(mg[n / (BC / G / 8)][e / 2], s[4 * n + e]);
-            };
-            if (need_mask) {
+        for (int n = 0; n < D / 8; n++) {
+            o[4 * n + 0] *= alpha[0]; o[4 * n + 1] *= alpha[0];
+            o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];
+        }
+        l.rescale(alpha);
 #pragma unroll
-                for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int c = n * 8 + 2 * t + (e % 2), d = (int)((e < 2 ? row_g : row_g8) - j0);
-                        if (c >= lim || (causal && c > d)) s[4 * n + e] = -INFINITY;
-                        take(n, e);
-                    }
-            } else {
-#pragma unroll
-                for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) take(n, e);
-            }
-            float bse[2];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                if constexpr (G > 1) {                // each group's max times its own scale (sl2 > 0: they commute)
-                    mt[h] = mg[0][h] * sl2[0];
-#pragma unroll
-                    for (int u = 1; u < G; u++) mt[h] = fmaxf(mt[h], mg[u][h] * sl2[u]);
-                }
-#pragma unroll
-                for (int off = 1; off <= 2; off *= 2) mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], off));
-                const float mn = fmaxf(m[h], G == 1 ? mt[h] * sl2[0] : mt[h]);
-                const float base = mn == -INFINITY ? 0.0f : mn;
-                alpha[h] = ex2(m[h] - base);
-                bse[h] = base - FP8_P_SHIFT;
-                m[h] = mn;
-            }
-            l.begin();
-#pragma unroll
-            for (int x = 0; x < BC / 2; x++) {
-                const float y = fmaf(s[x], sl2[x / (BC / 2 / G)], -bse[x % 4 / 2]);
-                s[x] = P::exp2_score(x, y);           // 2^8 p
-                l.add(x, s[x]);
-            }
-            l.end(alpha);
-        };
-        auto rescale_and_pack = [&](const float alpha[2]) {  // O *= alpha_j; 2^8 p_j into pf, kernel 15's key order
-#pragma unroll
-            for (int n = 0; n < D / 8; n++) {
-                o[4 * n + 0] *= alpha[0]; o[4 * n + 1] *= alpha[0];
-                o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];
-            }
-            l.rescale(alpha);
-#pragma unroll
-            for (int c = 0; c < BC / 32; c++) {
-                const float *x = s + 16 * c;
-                pf[c][0] = pack4_e4m3(x[0], x[1], x[4], x[5]);
-                pf[c][1] = pack4_e4m3(x[2], x[3], x[6], x[7]);
-                pf[c][2] = pack4_e4m3(x[8], x[9], x[12], x[13]);
-                pf[c][3] = pack4_e4m3(x[10], x[11], x[14], x[15]);
-            }
-        };
+        for (int c = 0; c < BC / 32; c++) {
+            const float *x = s + 16 * c;
+            pf[c][0] = pack4_e4m3(x[0], x[1], x[4], x[5]);
+            pf[c][1] = pack4_e4m3(x[2], x[3], x[6], x[7]);
+            pf[c][2] = pack4_e4m3(x[8], x[9], x[12], x[13]);
+            pf[c][3] = pack4_e4m3(x[10], x[11], x[14], x[15]);
+        }
+    };
 
-        const typename P::template Turns<C::NWG> turn{warp / 4};  // the turns at the tensor cores, as P takes them
-        turn.first();
-
-        float alpha[2];
-        turn.mine();
-        issue_s(0);
-        turn.yours();
+    auto store_o = [&](long obh, long org) {      // O of rows org and org + 8 of head obh, over l, scaled by V's scale
+        __half *Oh = O + obh * N * D;
+        const float sv = SV[obh];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const float lr = l.total(h);
+            const float inv = lr > 0.0f ? sv / lr : 0.0f;
+            const long row = h ? org + 8 : org;
+            if (row < N) {
+#pragma unroll
+                for (int n = 0; n < D / 8; n++)
+                    *reinterpret_cast<uint32_t *>(Oh + row * D + n * 8 + 2 * t) =
+                        pack_o2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv, out_bf16);
+            }
+        }
+    };
+    using Turns = typename P::template Turns<C::NWG>;  // the turns at the tensor cores, as P takes them
+    auto tiles = [&](const Turns &turn, float alpha[2]) {  // an item from S_0's wait (S_0 issued) to its last softmax
         wgmma_wait<0>();
+        if constexpr (P::EARLY_START) clear();    // after S_0's wait, not under it: O and l may be wgmma accumulators
         release(stage(0, empty_k));
         softmax(0, alpha);
         rescale_and_pack(alpha);
@@ -351,30 +369,65 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
             release(stage(j - 1, empty_v));
             rescale_and_pack(alpha);
         }
-        turn.mine();
-        issue_pv(ntiles - 1);
-        turn.last();
-        wgmma_wait<0>();
-        release(stage(ntiles - 1, empty_v));
+    };
 
-        __half *Oh = O + bh * N * D;
-        const float sv = SV[bh];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const float lr = l.total(h);
-            const float inv = lr > 0.0f ? sv / lr : 0.0f;
-            const long row = h ? row_g8 : row_g;
-            if (row < N) {
-#pragma unroll
-                for (int n = 0; n < D / 8; n++)
-                    *reinterpret_cast<uint32_t *>(Oh + row * D + n * 8 + 2 * t) =
-                        pack_o2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv, out_bf16);
-            }
+    if constexpr (!P::EARLY_START) {
+        for (int w = blockIdx.x;;) {              // the items: once, unless PERSISTENT
+            load_q();
+            clear();
+            const Turns turn{warp / 4};
+            turn.first();
+            float alpha[2];
+            turn.mine();
+            issue_s(0);
+            turn.yours();
+            tiles(turn, alpha);
+            turn.mine();
+            issue_pv(ntiles - 1);
+            turn.last();
+            wgmma_wait<0>();
+            release(stage(ntiles - 1, empty_v));
+            store_o(bh, row_g);
+            if constexpr (!C::PERSISTENT) break;
+            kt += ntiles, w += gridDim.x;         // the block's next item, if any
+            if (w >= items) break;
+            item(w, bh, i0, ntiles);
         }
-        if constexpr (!C::PERSISTENT) break;
-        kt += ntiles, w += gridDim.x;             // the block's next item, if any
-        if (w >= items) break;
-        item(w, bh, i0, ntiles);
+    } else {                                      // EARLY_START (persistent): the next S_0 behind the last P V
+        /* ptxas must never see two ways meet where an S is running on one and not on the other (it then serialises
+         * every wgmma, warning C7515): so the first item's S_0 is issued before the loop, each later one at the end
+         * of the item before, and the block's last item ends apart, with a break. */
+        load_q();
+        const Turns turn{warp / 4};
+        turn.first();
+        turn.mine();
+        issue_s(0);
+        turn.yours();
+        for (long w = blockIdx.x;;) {
+            float alpha[2];
+            tiles(turn, alpha);
+            const long nw = w + gridDim.x;
+            if (nw >= items) {                    // the block's last item
+                turn.mine();
+                issue_pv(ntiles - 1);
+                turn.last();
+                wgmma_wait<0>();
+                release(stage(ntiles - 1, empty_v));
+                store_o(bh, row_g);
+                break;
+            }
+            const long obh = bh, org = row_g, on = ntiles;   // this item's, for its last P V and its store
+            item(nw, bh, i0, ntiles);             // the next item ...
+            load_q();                             // ... and its Q: qf is free, this item's last S has been waited for
+            turn.mine();
+            issue_pv(on - 1);                     // this item's last P V ...
+            issue_s(on);                          // ... and the next item's S_0 behind it (ring tile kt + on)
+            turn.yours();
+            wgmma_wait<1>();                      // the P V is in; S_0 still running
+            release(stage(on - 1, empty_v));
+            store_o(obh, org);                    // under S_0
+            kt += on, w = nw;
+        }
     }
 #else
     (void)Q, (void)O, (void)SQ, (void)SK, (void)SV, (void)N, (void)nqb, (void)nkb, (void)row_tiles, (void)causal, (void)out_bf16,

@@ -38,6 +38,11 @@ struct Fp8TcSum : Fp8SplitExp {
     }
     struct RowSums {
         float lacc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // l of rows g (0, 1) and g + 8 (2, 3), P's accumulator times ones
+        __device__ __forceinline__ void reset()   // a persistent block's next item
+        {
+#pragma unroll
+            for (int e = 0; e < 4; e++) lacc[e] = 0.0f;
+        }
         __device__ __forceinline__ void begin() {}
         __device__ __forceinline__ void add(int x, float p) { (void)x, (void)p; }  // no adds in the softmax
         __device__ __forceinline__ void end(const float alpha[2]) { (void)alpha; }
