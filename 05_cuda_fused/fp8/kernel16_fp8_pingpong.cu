@@ -18,12 +18,13 @@
  * (K and V are released apart), the turns' barriers, and at D = 64 kernel 15's third consumer warpgroup (two here
  * at both D, as kernel 13 against kernel 12 in 16 bits). Built only for sm_90a.
  *
- * The body, fp8_pingpong<D, P>, is kernels 17, 24, 28, 30, 45 and 46's too: it calls its policy P where they change it,
+ * The body, fp8_pingpong<D, P>, is kernels 17, 24, 28, 30 and 45-47's too: it calls its policy P where they change it,
  * and Fp8PingPong holds kernel 16's code for each hook: init_smem (shared memory of the policy's own), exp2_score
  * (one score's exponential: kernel 17 computes some on the FMA pipes), RowSums (how l is kept: kernel 24 leaves it
  * to the tensor cores), consumers and Turns (how many warpgroups, and whether they take turns: kernel 28 runs three
  * at D = 64, each on its own), keys (a tile's width: kernel 30 takes 192 keys at D = 128, three 64-key groups),
- * PERSISTENT (a block per work item, or one per SM walking them: kernels 45 and 46 where rows are short).
+ * PERSISTENT (a block per work item, or one per SM walking them: kernels 45 and 46 where rows are short), EARLY_START
+ * (kernel 47: each item's S_0 issued behind the last P V of the item before).
  *
  * Measured: H200, D = 128, N = 4096 / 16384: +6% / +8% over kernel 15 (778.5 / 790.0 TFLOP/s); at D = 64 15% slower
  * (475.6 against 560.8 at N = 4096), where kernel 15 runs three consumer warpgroups; the runs and the profile:
@@ -64,9 +65,9 @@ template <int D, class P> struct Fp8PP {
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 
-/* Kernel 16's hooks, with kernel 16's code in them. Kernels 17, 24, 28, 30, 45 and 46 derive their policies from
- * this one (17 from 16, 24 from 17, 28 from 24, 30 from 28, 45 from 30, 46 from 45) and replace the hooks their idea
- * changes; fp8_pingpong<D, P> below calls P's. */
+/* Kernel 16's hooks, with kernel 16's code in them. Kernels 17, 24, 28, 30 and 45-47 derive their policies from
+ * this one (17 from 16, 24 from 17, 28 from 24, 30 from 28, 45 from 30, 46 from 45, 47 from 46 and 45) and replace the
+ * hooks their idea changes; fp8_pingpong<D, P> below calls P's. */
 struct Fp8PingPong {
     /* A block per work item (a head's row tile): the grid is the items. */
     static constexpr bool PERSISTENT = false;
@@ -437,7 +438,7 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
 
 // --- the launcher -------------------------------------------------------------------
 
-/* Kernel 16's launcher, with P's kernel (P128's at D = 128, P's unless given): kernels 17, 24, 28, 30, 45 and 46
+/* Kernel 16's launcher, with P's kernel (P128's at D = 128, P's unless given): kernels 17, 24, 28, 30 and 45-47
  * launch theirs with it too. */
 template <class P, class P128 = P> static int fp8_pingpong_launch(int id, const Fp8Args *a, void *stream)
 {
