@@ -229,7 +229,7 @@ typedef struct Fp8Kernel {
     void (*describe)(long D, char *buf, size_t n); /* its tiles and warpgroups at D */
     const char *(*unavailable)(void);
     int persistent;         /* 1: one block per SM walking the work items where it launches so; checked bit for bit against
-                             * persistent_of, or .extends when 0 */
+                             * .persistent_of, or .extends when 0 */
     int persistent_of;      /* the kernel whose O it equals, launching a block per item (its tiles, not its schedule) */
 } Fp8Kernel;
 

@@ -1,5 +1,5 @@
 /*
- * Kernel 16: kernel 15 on kernel 14's schedule; the body of kernels 17, 24 and 28.
+ * Kernel 16: kernel 15 on kernel 14's schedule; the body of kernels 17, 24, 28, 30 and 45-47.
  *
  * Extends kernel 15 (kernel15_fp8.cu). The idea: in FP8 the products take half the time, so the softmax, which does
  * not get faster, is an even larger share of each tile, and hiding it matters more than in 16 bits. Kernel 15 runs
@@ -54,6 +54,7 @@ template <int D, class P> struct Fp8PP {
     static constexpr int BR = 64 * NWG, BC = P::keys(D), STAGES = 2;  // BC: P's, a K block (FP8_KBLOCK) unless wider
     static constexpr int VBOX = BC == 128 ? 128 : 64;     // keys a V^T box holds: one 128-byte-swizzled row, else 64
     static_assert(BC == FP8_KBLOCK || BC == 192, "a tile of one K block, or of three 64-key groups");
+    static_assert(!P::EARLY_START || P::PERSISTENT, "the early start hands S_0 from one item to the next");
     static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
     static constexpr bool PERSISTENT = P::PERSISTENT;     // a block per work item, or one per SM looping over them
     /* kernel 15's registers; persistent, the producer's loop over items (its ring position, the item's head and
@@ -354,7 +355,7 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
     using Turns = typename P::template Turns<C::NWG>;  // the turns at the tensor cores, as P takes them
     auto tiles = [&](const Turns &turn, float alpha[2]) {  // an item from S_0's wait (S_0 issued) to its last softmax
         wgmma_wait<0>();
-        if constexpr (P::EARLY_START) clear();    // after S_0's wait, not under it: O and l may be wgmma accumulators
+        if constexpr (P::EARLY_START) clear();    // at the item's start (ptxas: the same code as clearing under S_0)
         release(stage(0, empty_k));
         softmax(0, alpha);
         rescale_and_pack(alpha);

@@ -18,7 +18,7 @@
  * computes more masked scores. Built only for sm_90a.
  * Measured: H200, D = 128, two runs, against kernel 24 (kernel 28 there) in the same run: +2.0% to +2.3% from
  * N = 8192 (941.8 TFLOP/s at N = 16384), even at 4096, -1.1% at 2048 and -7.5% to -7.8% at N = 512 and 1024,
- * where 512 or 1024 keys do not fill whole 192-key tiles: 12.5% of the keys a row computes lie past N (3% at 2048
+ * where 512 or 1024 keys do not fill whole 192-key tiles: 11% of the keys a row computes lie past N (3% at 2048
  * and 4096, 0.8% at 8192); causal +0.9% / +2.2% at N = 8192 / 16384. Nsight Compute at N = 8192: 1.2% fewer instructions, the warps still
  * waiting as before (no warp eligible 48.4% of the cycles against 49.1%). The runs: fp8/RESULTS.md#kernel-30.
  */

@@ -3,20 +3,21 @@
  *
  * Extends kernel 45 (kernel45_fp8_short_rows.cu). The idea: where rows are short, the tile and the schedule that
  * each win there, together. At D = 128 kernel 45 is persistent on kernel 30's 192-key tiles, which lose where rows
- * are short: 512 or 1024 keys do not fill whole 192-key tiles (12.5% of the keys a row computes lie past N), and
+ * are short: 512 or 1024 keys do not fill whole 192-key tiles (11% of the keys a row computes lie past N), and
  * kernel 28's 128-key tiles stay ahead there. Here, up to N = 2048 at D = 128 (4096 causal), the persistent grid
  * walks 128-key tiles (kernel 28's at D = 128, one K block a tile); past it, and at D = 64, it is kernel 45.
  * Its code is the policy below, kernel 45's with the hook keys back to one K block, and the launcher's pick by N.
  * Why: what a block pays once (its mbarriers, Q, the first K tile, the last P V and O's store) is a large share of
  * a short row's time, and persistent, kernel 45 pays it once an SM; kernel 28's tiles have nothing past N at N = 512
- * or 1024, and with 64 registers of S a thread (not 96) its consumers keep room for the persistent loop's state.
+ * or 1024, and with 64 registers of S a thread (not 96) its consumers keep room for the persistent loop's state
+ * (inferred, not profiled: kernel 31, persistent on 192-key tiles, lost in its loop, fp8/RESULTS.md#kernel-31-tried).
  * What it costs: one more instantiation of the body (the 128-key persistent one at D = 128); the causal rows'
  * balance as kernel 45's (a round robin, no counter); from N = 8192 the persistent loop is slower than kernel 28's
  * grid (1.4-2.6%, causal 3-6%), so it stops at the limits above. Built only for sm_90a.
  * Measured: H200, D = 128, two runs with it persistent at every N, against kernel 28 (the fastest FP8 kernel there up
  * to N = 2048 before) in the same run: +14.3% at N = 512 (497.4 / 498.0 TFLOP/s), +7.2% / +7.6% at 1024, +3.6% /
  * +3.1% at 2048, +0.1% at 4096; causal +8.2% / +8.5%, +6.4% / +6.6%, +7.9%, +2.7% / +3.1% up to 4096. Over kernel 45:
- * +16% at N = 512, +15% at 1024. The runs, checks and plant: fp8/RESULTS.md#kernel-46.
+ * +16% / +17% at N = 512, +15% at 1024. The runs, checks and plant: fp8/RESULTS.md#kernel-46.
  */
 #ifndef RUNG
 #define RUNG 46          // this file is the one compiled: its launcher and registry entry (the end) are built

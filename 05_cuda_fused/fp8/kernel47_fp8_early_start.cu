@@ -3,24 +3,24 @@
  *
  * Extends kernel 46 (kernel46_fp8_short_keys.cu). The idea: forward kernel 20's, in FP8. A consumer warpgroup of
  * kernel 46 ends a row tile (an item) with the last O += P V, waits for it, stores O, and only then loads the next
- * item's Q, issues S_0 = Q K_0^T and waits for it before its first softmax: the tensor cores and the other warpgroup
- * see a gap at every item's end and start. Here the warpgroup loads the next item's Q before its last P V (qf is free
+ * item's Q, issues S_0 = Q K_0^T and waits for it before its first softmax: a gap at every item's end and start, which
+ * forward kernel 20's profile showed in 16 bits. Here the warpgroup loads the next item's Q before its last P V (qf is free
  * once the last S has been waited for) and issues the next item's S_0 in the same turn, right behind that P V: S_0
  * runs while O is stored, and the next item starts at its softmax. S_0 is tile kt + ntiles of the ring of stages,
  * which the producer loads without a break between items, so the producer does not change.
  * Its code is the policies below: kernel 16's body's hook EARLY_START on kernel 46's (D = 128) and kernel 45's (D = 64)
  * persistent policies; the body orders its item loop so (the first S_0 issued before it, the last item ended apart).
- * Why: at D = 128 a row tile pays about 4.5 us once (its first tile's softmax with no P V under it, Q's loads, the last
- * P V and O's store), 11% of its time at N = 4096 (fp8/RESULTS.md#fp8-n4096); that part is what ping-pong does not
- * hide, the other warpgroup being at its own end or start then.
- * What it costs: O and l are cleared after S_0's wait, not before it (they are wgmma accumulators, which ptxas will not
- * see written under a running product); the next item's Q is loaded while the other warpgroup holds the tensor cores;
- * from N = 8192 the persistent loop is slower than kernel 30's grid (1-2% at D = 128, up to 6% causal and at D = 64),
- * so it runs up to N = 4096 at D = 128 and 2048 at D = 64, kernel 30's grid past them. Built only for sm_90a.
+ * Why: at D = 128 a row tile pays about 4.5-5.2 us once (a fit of the gallery's times: its first tile's softmax with
+ * no P V under it, Q's loads, the last P V and O's store), 11-12.5% of its time at N = 4096 (fp8/RESULTS.md#fp8-n4096);
+ * that part is what ping-pong does not hide, the other warpgroup being at its own end or start then.
+ * What it costs: the next item's Q is loaded before the last P V is issued, while the other warpgroup holds the
+ * tensor cores; the persistent loop is slower than kernel 30's grid from N = 8192 at D = 128 (1-2%, causal up to 6%)
+ * and from 4096 at D = 64 (3-4%, causal from 8192), so it runs up to N = 4096 at D = 128 and 2048 at D = 64, kernel
+ * 30's grid past them. Built only for sm_90a.
  * Measured: H200, two runs with it persistent at every N, against kernel 46 in the same run: at D = 128 +2.4% / +2.8%
  * at N = 512 (507.3 / 513.6 TFLOP/s), +2.6% to +3.4% from 1024 to 4096 (849.9 / 863.2 TFLOP/s at N = 4096, 3.4% past
  * kernel 30, the fastest there before); causal +7.1% / +5.6%, +5.2% / +4.7%, +1.0% / +0.5%, +2.3% / +2.1% up to
- * N = 4096; at D = 64 (one run) +4.3%, +2.7%, +1.4% at N = 512, 1024, 2048, causal +1.0% to +1.8%. The runs, checks and
+ * N = 4096; at D = 64 (one run) +4.4%, +3.2%, +1.6% at N = 512, 1024, 2048, causal +1.1% to +2.1%. The runs, checks and
  * plant: fp8/RESULTS.md#kernel-47.
  */
 #ifndef RUNG
@@ -66,7 +66,7 @@ static void k47_describe(long D, char *buf, size_t n)
 
 static const Fp8Kernel kernel47 = {
     .id = 47, .extends = 46, .name = "fp8 early start",
-    .idea = "each row tile's S_0 issued behind the last P V of the row tile before, its Q loaded under that P V",
+    .idea = "each row tile's S_0 issued behind the last P V of the row tile before, its Q loaded before that P V",
     .launch = k47_launch, .describe = k47_describe, .unavailable = fp8_unavailable, .persistent = 1,
     .persistent_of = 28,   // kernel 28's tiles at both D, in kernel 28's order: O bit for bit
 };
