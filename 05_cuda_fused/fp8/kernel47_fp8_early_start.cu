@@ -3,11 +3,11 @@
  *
  * Extends kernel 46 (kernel46_fp8_short_keys.cu). The idea: forward kernel 20's, in FP8. A consumer warpgroup of
  * kernel 46 ends a row tile (an item) with the last O += P V, waits for it, stores O, and only then loads the next
- * item's Q, issues S_0 = Q K_0^T and waits for it before its first softmax: a gap at every item's end and start, which
- * forward kernel 20's profile showed in 16 bits. Here the warpgroup loads the next item's Q before its last P V (qf is free
- * once the last S has been waited for) and issues the next item's S_0 in the same turn, right behind that P V: S_0
- * runs while O is stored, and the next item starts at its softmax. S_0 is tile kt + ntiles of the ring of stages,
- * which the producer loads without a break between items, so the producer does not change.
+ * item's Q, issues S_0 = Q K_0^T and waits for it before its first softmax: a gap at every item's end and start,
+ * which forward kernel 20's profile showed in 16 bits. Here the warpgroup loads the next item's Q before its last P V
+ * (qf is free once the last S has been waited for) and issues the next item's S_0 in the same turn, right behind that
+ * P V: S_0 runs while O is stored, and the next item starts at its softmax. S_0 is tile kt + ntiles of the ring of
+ * stages, which the producer loads without a break between items, so the producer does not change.
  * Its code is the policies below: kernel 16's body's hook EARLY_START on kernel 46's (D = 128) and kernel 45's (D = 64)
  * persistent policies; the body orders its item loop so (the first S_0 issued before it, the last item ended apart).
  * Why: at D = 128 a row tile pays about 4.5-5.2 us once (a fit of the gallery's times: its first tile's softmax with
