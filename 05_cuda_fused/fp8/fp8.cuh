@@ -65,12 +65,13 @@ struct Fp8QuadSums {
 /* Every FP8 kernel's signature. */
 using Fp8KernelFn = void (*)(const uint8_t *__restrict__, __half *__restrict__, const float *__restrict__,
                              const float *__restrict__, const float *__restrict__, long, long, long, long, int, int, float,
-                             const CUtensorMap, const CUtensorMap, long);
+                             const CUtensorMap, const CUtensorMap, long, const CUtensorMap);
 
-/* Launch kernel fn of traits C (BR, BC, VBOX, THREADS, bytes, PERSISTENT) at head dim D, kernel number id: a block
- * per work item (a head's row tile), or, PERSISTENT, one block per SM looping over items (the grid's stride). K is [BH][N][D]
- * bytes, 128 bytes a row at D = 128 (the 128-byte swizzle) and 64 at D = 64 (the 64-byte one), boxes of BC rows;
- * V^T is [BH][D][Npad], boxes of VBOX keys by D rows, 128-byte swizzled (VBOX = 128) or 64-byte (VBOX = 64). */
+/* Launch kernel fn of traits C (BR, BC, VBOX, THREADS, bytes, PERSISTENT, O_BY_TMA) at head dim D, kernel number id:
+ * a block per work item (a head's row tile), or, PERSISTENT, one block per SM looping over items (the grid's stride).
+ * K is [BH][N][D] bytes, 128 bytes a row at D = 128 (the 128-byte swizzle) and 64 at D = 64 (the 64-byte one), boxes
+ * of BC rows; V^T is [BH][D][Npad], boxes of VBOX keys by D rows, 128-byte swizzled (VBOX = 128) or 64-byte (VBOX =
+ * 64); O_BY_TMA, O (16-bit [BH][N][D]) as a map too, for kernel 48's stores. */
 template <class C, int D>
 static int fp8_launch_d(Fp8KernelFn fn, int id, const Fp8Args *a, cudaStream_t s)
 {
@@ -99,12 +100,20 @@ static int fp8_launch_d(Fp8KernelFn fn, int id, const Fp8Args *a, cudaStream_t s
         CUDA_CHECK(cudaGetDevice(&dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     }
+    static KvMaps omaps;                          // C::O_BY_TMA: O's map, boxes of 16 rows (the pair both O's, as in
+    static const CUtensorMap none = {};           // forward kernel 18's launcher); the other kernels get zeros, unread
+    if (C::O_BY_TMA && omaps.get(a->o, a->o, BH, a->N, D, 16, a->out_dtype, who)) return -1;
     const long row_tiles = (a->N + C::BR - 1) / C::BR, items = BH * row_tiles;   // work items: (head, row tile)
     const long grid = C::PERSISTENT && items > sms ? sms : items;  // persistent: one block per SM, each many items
     const float scale_log2 = softmax_scale_log2(D);   /* log2(e) / sqrt(D), folded with the scales in the kernel */
     fn<<<(unsigned)grid, C::THREADS, C::bytes, s>>>(a->q, (__half *)a->o, a->sq, a->sk, a->sv, a->N, a->nqb, a->nkb,
-                                                    row_tiles, a->causal, a->out_dtype == DT_BF16, scale_log2, mk, mv, items);
+                                                    row_tiles, a->causal, a->out_dtype == DT_BF16, scale_log2, mk, mv, items,
+                                                    C::O_BY_TMA ? omaps.k : none);
     CUDA_CHECK_LAST();
+    if constexpr (C::O_BY_TMA) {                  // initcheck: O is written, by the copy engine
+        void *const ranges[1] = {a->o};
+        tma_stores_written(ranges, (size_t)(BH * a->N * D * 2), s);
+    }
     return 0;
 }
 

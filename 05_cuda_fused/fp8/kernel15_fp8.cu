@@ -55,6 +55,7 @@
 template <int D, class P> struct K15 {
     static constexpr int NWG = D == 64 ? 3 : 2;           // consumer warpgroups, 64 rows each (FP8_QBLOCK)
     static constexpr bool PERSISTENT = false;             // a block per work item
+    static constexpr bool O_BY_TMA = false;               // O stored by the threads
     static constexpr int BR = 64 * NWG, BC = FP8_KBLOCK, STAGES = 2;
     static constexpr int VBOX = BC;                       // keys a V^T box holds: the tile, one 128-byte-swizzled row
     static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
@@ -93,7 +94,8 @@ kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
              long N, long nqb, long nkb, long row_tiles, int causal, int out_bf16, float scale_log2,
              const __grid_constant__ CUtensorMap tm_k,   // K as [B*H][N][D] bytes
              const __grid_constant__ CUtensorMap tm_v,   // V^T as [B*H][D][Npad] bytes, keys permuted
-             long items)                                 // work items (B*H*row_tiles): the grid, one block each
+             long items,                                 // work items (B*H*row_tiles): the grid, one block each
+             const __grid_constant__ CUtensorMap tm_o)   // O as [B*H][N][D], boxes of 16 rows: O_BY_TMA only
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = K15<D, P>;
@@ -258,7 +260,7 @@ kernel15_fp8(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
     }
 #else
     (void)Q, (void)O, (void)SQ, (void)SK, (void)SV, (void)N, (void)nqb, (void)nkb, (void)row_tiles, (void)causal, (void)out_bf16,
-        (void)scale_log2, (void)tm_k, (void)tm_v, (void)items;
+        (void)scale_log2, (void)tm_k, (void)tm_v, (void)items, (void)tm_o;
 #endif
 }
 

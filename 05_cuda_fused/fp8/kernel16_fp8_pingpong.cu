@@ -1,5 +1,5 @@
 /*
- * Kernel 16: kernel 15 on kernel 14's schedule; the body of kernels 17, 24, 28, 30 and 45-47.
+ * Kernel 16: kernel 15 on kernel 14's schedule; the body of kernels 17, 24, 28, 30 and 45-48.
  *
  * Extends kernel 15 (kernel15_fp8.cu). The idea: in FP8 the products take half the time, so the softmax, which does
  * not get faster, is an even larger share of each tile, and hiding it matters more than in 16 bits. Kernel 15 runs
@@ -18,13 +18,14 @@
  * (K and V are released apart), the turns' barriers, and at D = 64 kernel 15's third consumer warpgroup (two here
  * at both D, as kernel 13 against kernel 12 in 16 bits). Built only for sm_90a.
  *
- * The body, fp8_pingpong<D, P>, is kernels 17, 24, 28, 30 and 45-47's too: it calls its policy P where they change it,
+ * The body, fp8_pingpong<D, P>, is kernels 17, 24, 28, 30 and 45-48's too: it calls its policy P where they change it,
  * and Fp8PingPong holds kernel 16's code for each hook: init_smem (shared memory of the policy's own), exp2_score
  * (one score's exponential: kernel 17 computes some on the FMA pipes), RowSums (how l is kept: kernel 24 leaves it
  * to the tensor cores), consumers and Turns (how many warpgroups, and whether they take turns: kernel 28 runs three
  * at D = 64, each on its own), keys (a tile's width: kernel 30 takes 192 keys at D = 128, three 64-key groups),
  * PERSISTENT (a block per work item, or one per SM walking them: kernels 45 and 46 where rows are short), EARLY_START
- * (kernel 47: each item's S_0 issued behind the last P V of the item before).
+ * (kernel 47: each item's S_0 issued behind the last P V of the item before), O_BY_TMA (kernel 48: O sent by the copy
+ * engine).
  *
  * Measured: H200, D = 128, N = 4096 / 16384: +6% / +8% over kernel 15 (778.5 / 790.0 TFLOP/s); at D = 64 15% slower
  * (475.6 against 560.8 at N = 4096), where kernel 15 runs three consumer warpgroups; the runs and the profile:
@@ -57,6 +58,7 @@ template <int D, class P> struct Fp8PP {
     static_assert(!P::EARLY_START || P::PERSISTENT, "the early start hands S_0 from one item to the next");
     static constexpr int THREADS = 128 * (NWG + 1);       // + the producer warpgroup
     static constexpr bool PERSISTENT = P::PERSISTENT;     // a block per work item, or one per SM looping over them
+    static constexpr bool O_BY_TMA = P::O_BY_TMA;         // O stored by the threads, or sent by the copy engine
     /* kernel 15's registers; persistent, the producer's loop over items (its ring position, the item's head and
      * tiles) spills at 24, so it takes 16 or 24 more from the consumers */
     static constexpr int REG_PRODUCER = NWG == 2 ? (PERSISTENT ? 40 : 24) : (PERSISTENT ? 56 : 32);
@@ -66,14 +68,17 @@ template <int D, class P> struct Fp8PP {
     static_assert(128 * REG_PRODUCER + 128 * NWG * REG_CONSUMER <= THREADS * ((65536 / THREADS) & ~7), "more than the block holds");
 };
 
-/* Kernel 16's hooks, with kernel 16's code in them. Kernels 17, 24, 28, 30 and 45-47 derive their policies from
- * this one (17 from 16, 24 from 17, 28 from 24, 30 from 28, 45 from 30, 46 from 45, 47 from 46 and 45) and replace the
- * hooks their idea changes; fp8_pingpong<D, P> below calls P's. */
+/* Kernel 16's hooks, with kernel 16's code in them. Kernels 17, 24, 28, 30 and 45-48 derive their policies from
+ * this one (17 from 16, 24 from 17, 28 from 24, 30 from 28, 45 from 30, 46 from 45, 47 from 46 and 45, 48 from 47)
+ * and replace the hooks their idea changes; fp8_pingpong<D, P> below calls P's. */
 struct Fp8PingPong {
     /* A block per work item (a head's row tile): the grid is the items. */
     static constexpr bool PERSISTENT = false;
     /* Persistent only: each item's S_0 issued at the end of the item before, behind its last P V (kernel 47). */
     static constexpr bool EARLY_START = false;
+    /* O stored by each thread, 4 bytes at a time (store_o in the body), or, true, written to shared memory and sent
+     * by the copy engine: P::store_o_tma (kernel 48). */
+    static constexpr bool O_BY_TMA = false;
     /* Keys a tile at head dim D: one K block (FP8_KBLOCK), whose one scale then holds for the whole tile. */
     __host__ __device__ static constexpr int keys(int D) { return (void)D, FP8_KBLOCK; }
     /* Consumer warpgroups at head dim D: two at both D, taking turns (Turns). */
@@ -118,11 +123,12 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
              long N, long nqb, long nkb, long row_tiles, int causal, int out_bf16, float scale_log2,
              const __grid_constant__ CUtensorMap tm_k,   // K as [B*H][N][D] bytes
              const __grid_constant__ CUtensorMap tm_v,   // V^T as [B*H][D][Npad] bytes, keys permuted
-             long items)                                 // work items, B*H*row_tiles
+             long items,                                 // work items, B*H*row_tiles
+             const __grid_constant__ CUtensorMap tm_o)   // O as [B*H][N][D], boxes of 16 rows: O_BY_TMA only
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using C = Fp8PP<D, P>;
-    (void)items;                                  // read only when persistent
+    (void)items, (void)tm_o;                      // read only when persistent, and when P::O_BY_TMA
     constexpr int BC = C::BC, TILE = C::TILE, STAGES = C::STAGES;
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw_addr = (uint32_t)__cvta_generic_to_shared(smem_raw);
@@ -337,6 +343,17 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
     };
 
     auto store_o = [&](long obh, long org) {      // O of rows org and org + 8 of head obh, over l, scaled by V's scale
+        if constexpr (P::O_BY_TMA) {              // by the copy engine (kernel 48): the warp's rows from org - g
+            const float sv = SV[obh];
+            float inv[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const float lr = l.total(h);
+                inv[h] = lr > 0.0f ? sv / lr : 0.0f;
+            }
+            P::template store_o_tma<D>(own, warp, lane, o, inv, org - g, obh, N, &tm_o, out_bf16);
+            return;
+        }
         __half *Oh = O + obh * N * D;
         const float sv = SV[obh];
 #pragma unroll
@@ -431,15 +448,17 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
             kt += on, w = nw;
         }
     }
+    if constexpr (P::O_BY_TMA)                    // the copy engine done with the last O before the block ends
+        if (lane == 0) bulk_wait_all();
 #else
     (void)Q, (void)O, (void)SQ, (void)SK, (void)SV, (void)N, (void)nqb, (void)nkb, (void)row_tiles, (void)causal, (void)out_bf16,
-        (void)scale_log2, (void)tm_k, (void)tm_v, (void)items;
+        (void)scale_log2, (void)tm_k, (void)tm_v, (void)items, (void)tm_o;
 #endif
 }
 
 // --- the launcher -------------------------------------------------------------------
 
-/* Kernel 16's launcher, with P's kernel (P128's at D = 128, P's unless given): kernels 17, 24, 28, 30 and 45-47
+/* Kernel 16's launcher, with P's kernel (P128's at D = 128, P's unless given): kernels 17, 24, 28, 30 and 45-48
  * launch theirs with it too. */
 template <class P, class P128 = P> static int fp8_pingpong_launch(int id, const Fp8Args *a, void *stream)
 {

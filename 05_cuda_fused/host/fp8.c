@@ -551,39 +551,51 @@ static void check_quantize_gpu(void)
         }
 }
 
+/* Kernel kp's O against kernel kb's, bit for bit, at one shape (O in fp16): one line, named by what. */
+static void same_o(const Fp8Kernel *kp, const Fp8Kernel *kb, long B, long H, long N, long D, int causal, uint64_t seed,
+                   const char *what, const char *why)
+{
+    const size_t n = (size_t)B * H * N * D;
+    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
+    float *o[2] = {xmalloc(n * 4, "O"), xmalloc(n * 4, "O")};
+    make_inputs(q, k, v, n, seed, 0);
+    Fp8Tensors t;
+    if (fp8_quantize(q, k, v, B, H, N, D, FP8_BLOCK, &t) != 0) exit(EXIT_FAIL);
+    t.out = DT_FP16;
+    Fp8Dev d;
+    dev_upload(&t, causal, &d);
+    const int ran = dev_run(kb, &d, o[0]) == 0 && dev_run(kp, &d, o[1]) == 0;
+    size_t bad = 0;                               /* ==, not memcmp: a NaN (an output never written) equals nothing */
+    for (size_t i = 0; ran && i < n; i++) bad += !(o[0][i] == o[1][i]);
+    char name[160];
+    snprintf(name, sizeof name, "kernel%d fp8 %s B=%ld H=%ld N=%ld D=%ld%s vs kernel %d", kp->id, what, B, H, N, D,
+             causal ? " causal" : "", kb->id);
+    report(ran && bad == 0, NULL, name, "%s: O bit-identical to kernel %d's (%zu of %zu values differ)", why, kb->id, bad, n);
+    dev_free(&d);
+    fp8_free(&t);
+    tfree(q); tfree(k); tfree(v); tfree(o[0]); tfree(o[1]);
+}
+
 /* A persistent FP8 kernel (.persistent) computes what the kernel it extends computes (or .persistent_of, where its
  * tiles are another rung's), only with one block per SM walking the work items: at a shape of more items than an
  * H100's or H200's SMs (B = 4, H = 16, N = 1000 at D = 128: 512 row tiles; H = 32 at D = 64: 768), where each block
  * takes several items one after the other, its O must equal that kernel's bit for bit (the check grid's shapes have
- * fewer items than an SM count and never give a block a second one). */
+ * fewer items than an SM count and never give a block a second one). One persistent only where rows are short
+ * (.long_rows_of) must equal, past that, the kernel whose grid it launches there: at N = 4097, past every such limit
+ * (the check grid's N stop at 1025). */
 static void persistent_checks(long only)
 {
     for (int x = 0; x < fp8_count(); x++) {
         const Fp8Kernel *kp = fp8_at(x), *kb = fp8_kernel(kp->persistent_of ? kp->persistent_of : kp->extends);
+        const Fp8Kernel *kl = kp->long_rows_of ? fp8_kernel(kp->long_rows_of) : NULL;
         if (!kp->persistent || !kb || (only && only != kp->id)) continue;
         for (long D = 64; D <= 128; D *= 2)
             for (int causal = 0; causal < 2; causal++) {
-                const long B = 4, H = D == 64 ? 32 : 16, N = 1000;
-                const size_t n = (size_t)B * H * N * D;
-                float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V");
-                float *o[2] = {xmalloc(n * 4, "O"), xmalloc(n * 4, "O")};
-                make_inputs(q, k, v, n, 6400 + (uint64_t)(D + causal), 0);
-                Fp8Tensors t;
-                if (fp8_quantize(q, k, v, B, H, N, D, FP8_BLOCK, &t) != 0) exit(EXIT_FAIL);
-                t.out = DT_FP16;
-                Fp8Dev d;
-                dev_upload(&t, causal, &d);
-                const int ran = dev_run(kb, &d, o[0]) == 0 && dev_run(kp, &d, o[1]) == 0;
-                size_t bad = 0;                   /* ==, not memcmp: a NaN (an output never written) equals nothing */
-                for (size_t i = 0; ran && i < n; i++) bad += !(o[0][i] == o[1][i]);
-                char name[160];
-                snprintf(name, sizeof name, "kernel%d fp8 persistent B=%ld H=%ld N=%ld D=%ld%s vs kernel %d", kp->id, B, H, N, D,
-                         causal ? " causal" : "", kb->id);
-                report(ran && bad == 0, NULL, name, "one block per SM, several work items each: O bit-identical to kernel "
-                       "%d's (%zu of %zu values differ)", kb->id, bad, n);
-                dev_free(&d);
-                fp8_free(&t);
-                tfree(q); tfree(k); tfree(v); tfree(o[0]); tfree(o[1]);
+                same_o(kp, kb, 4, D == 64 ? 32 : 16, 1000, D, causal, 6400 + (uint64_t)(D + causal), "persistent",
+                       "one block per SM, several work items each");
+                if (kl)
+                    same_o(kp, kl, 1, 4, 4097, D, causal, 6500 + (uint64_t)(D + causal), "long rows",
+                           "past the rows where it is persistent");
             }
     }
 }
@@ -749,7 +761,8 @@ static int fp8_bench(const Opts *o, FILE *csv)
 }
 
 /* make sanitize: each FP8 kernel once at N = 65 and 257, D = 64 and 128, causal (O in bf16) and not (fp16); each
- * persistent one at a shape where its blocks walk several items; the quantizer. */
+ * persistent one at a shape where its blocks walk several items, and past its persistent rows (.long_rows_of); the
+ * quantizer. */
 static int fp8_sanitize(long lo, long hi)
 {
     const char *why = fp8_unavailable();
@@ -774,30 +787,33 @@ static int fp8_sanitize(long lo, long hi)
                 fp8_free(&t);
                 tfree(q); tfree(k); tfree(v); tfree(out);
             }
-    for (long D = 64; D <= 128; D *= 2)                    /* the persistent kernels where a block walks several items: */
-        for (int causal = 0; causal < 2; causal++) {       /* B = 2, H = 16, N = 1000 is 192 or 256 of them */
-            const long B = 2, H = 16, N = 1000;
-            const size_t n = (size_t)B * H * N * D;
-            int any = 0;
-            for (int x = 0; x < fp8_count(); x++) any |= fp8_at(x)->persistent && fp8_selected(lo, hi, fp8_at(x)->id);
-            if (!any) continue;
-            float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O");
-            make_qkv(q, k, v, n, 13);
-            Fp8Tensors t;
-            if (fp8_quantize(q, k, v, B, H, N, D, FP8_BLOCK, &t) != 0) return EXIT_FAIL;
-            t.out = DT_FP16;
-            Fp8Dev d;
-            dev_upload(&t, causal, &d);
-            for (int x = 0; x < fp8_count(); x++) {
-                if (!fp8_at(x)->persistent || !fp8_selected(lo, hi, fp8_at(x)->id)) continue;
-                if (dev_run(fp8_at(x), &d, out) != 0) return EXIT_FAIL;
-                printf("ran kernel %d fp8 B=%ld H=%ld N=%ld D=%ld%s (persistent, several items a block)\n", fp8_at(x)->id, B, H,
-                       N, D, causal ? " causal" : "");
+    for (int longr = 0; longr < 2; longr++)                /* the persistent kernels where a block walks several */
+        for (long D = 64; D <= 128; D *= 2)                /* items (B = 2, H = 16, N = 1000: 192 or 256 of them), */
+            for (int causal = 0; causal < 2; causal++) {   /* and past the rows where they are persistent (4097) */
+                const long B = longr ? 1 : 2, H = longr ? 2 : 16, N = longr ? 4097 : 1000;
+                const size_t n = (size_t)B * H * N * D;
+                int any = 0;
+                for (int x = 0; x < fp8_count(); x++)
+                    any |= fp8_at(x)->persistent && (!longr || fp8_at(x)->long_rows_of) && fp8_selected(lo, hi, fp8_at(x)->id);
+                if (!any) continue;
+                float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O");
+                make_qkv(q, k, v, n, 13);
+                Fp8Tensors t;
+                if (fp8_quantize(q, k, v, B, H, N, D, FP8_BLOCK, &t) != 0) return EXIT_FAIL;
+                t.out = DT_FP16;
+                Fp8Dev d;
+                dev_upload(&t, causal, &d);
+                for (int x = 0; x < fp8_count(); x++) {
+                    if (!fp8_at(x)->persistent || (longr && !fp8_at(x)->long_rows_of) || !fp8_selected(lo, hi, fp8_at(x)->id))
+                        continue;
+                    if (dev_run(fp8_at(x), &d, out) != 0) return EXIT_FAIL;
+                    printf("ran kernel %d fp8 B=%ld H=%ld N=%ld D=%ld%s (%s)\n", fp8_at(x)->id, B, H, N, D, causal ? " causal" : "",
+                           longr ? "past its persistent rows" : "persistent, several items a block");
+                }
+                dev_free(&d);
+                fp8_free(&t);
+                tfree(q); tfree(k); tfree(v); tfree(out);
             }
-            dev_free(&d);
-            fp8_free(&t);
-            tfree(q); tfree(k); tfree(v); tfree(out);
-        }
     for (long D = 64; D <= 128; D *= 2)                    /* the quantizer: a partial block at N = 65, both modes */
         for (int had = 0; had < 2; had++) {
             const long N = 65;
