@@ -38,14 +38,14 @@ if bench_src:
             if pts:
                 color = {15: "tab:blue", 16: "tab:green", 17: "tab:purple", 24: "tab:red", 27: "tab:cyan", 28: "tab:orange",
                          30: "tab:brown", 45: "tab:olive", 46: "tab:pink",
-                         47: "darkblue", 14: "tab:gray"}.get(k, "black")
+                         47: "darkblue", 48: "black", 14: "tab:gray"}.get(k, "black")
                 ax.plot(*zip(*pts), "o" + style, color=color, label=f"{name}, D = {D}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("sequence length N (batch = 16384/N, heads = 2048/D)")
     ax.set_ylabel("TFLOP/s (4 B H N^2 D / time)")
     ax.set_title("step 05 --dtype fp8 --bench", fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: 22 series
+    ax.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: 24 series
 fig.tight_layout()
 fig.savefig(out, dpi=120, bbox_inches="tight")
 print(f"wrote {out}")

@@ -3,7 +3,7 @@
  * stmatrix, and one lane sends them with a TMA store.
  *
  * Extends kernel 47 (kernel47_fp8_early_start.cu). The idea: forward kernel 39's, in FP8. Kernels 16-47 store O
- * from the accumulator's layout, each thread 4 bytes at a time (2 D / 8 stores a thread, each row tested against N):
+ * from the accumulator's layout, each thread 4 bytes at a time (D / 4 stores a thread, each row tested against N):
  * a warp's store instruction writes 16 bytes of each of 8 rows. Here each warp writes its 16 rows x D of O, scaled by
  * V's scale over l, into 32 D bytes of shared memory of its own with D / 16 stmatrix (primitives/wgmma.cuh's
  * stmatrix_rows, into the 128-byte swizzle O's tensor map takes), fences them for the copy engine, and its lane 0
@@ -16,9 +16,13 @@
  * Why: at D = 128 a row tile pays about 4.5-5.2 us once (fp8/RESULTS.md#fp8-n4096), O's store part of it; in 16 bits
  * the same change gained 1.3-4.1% at N = 512, D = 128 (forward kernel 39 over 36).
  * What it costs: 32 D bytes of shared memory a consumer warp (24 KB more at D = 64, 32 KB at D = 128), O's tensor
- * map, a second bulk group to wait for at the end. O is the same values as kernel 47's (bit for bit kernel 28's: the
- * persistent lines of --check). Built only for sm_90a.
- * Measured: H200, over kernel 47 in the same run: fp8/RESULTS.md#kernel-48.
+ * map, and a wait for the engine's last store before the block ends. O is kernel 47's, bit for bit (kernel 28's where
+ * it is persistent, kernel 30's past that: the persistent and long-rows lines of --check). Built only for sm_90a.
+ * Measured: H200, over kernel 47 in the same run, two runs: at D = 128 +13.1% / +14.6% at N = 512 (587.2 / 590.9
+ * TFLOP/s), +8.6% / +8.8% at 1024, +3.8% / +4.2% at 2048, +1.8% / +1.5% at 4096 (876.4 / 873.1), +2.1% to +2.8% at
+ * 8192 and 16384 (kernel 30's grid there: 944.0 / 945.3 at 16384); causal +14.2% at 512 down to +2.5% at 16384. At
+ * D = 64 (three runs) +4.3% to +5.0% at N = 512 and +1.0% to +2.1% from 4096, but 1.2-1.5% slower at 1024 and
+ * 1.3-2.3% at 2048 (not profiled). The runs, checks and plant: fp8/RESULTS.md#kernel-48.
  */
 #ifndef RUNG
 #define RUNG 48          // this file is the one compiled: its launcher and registry entry (the end) are built

@@ -58,7 +58,7 @@ void fp8_kernel_option_check(const Opts *o)
     usage_error("option --kernel: the FP8 kernels are %s, none of them in %ld-%ld", ids, o->kernel, o->kernel_last);
 }
 
-/* The FP8 kernels as a sentence names them: "kernels 15-17, 24, 27, 28, 30 and 45-47", or the first of them ("kernel
+/* The FP8 kernels as a sentence names them: "kernels 15-17, 24, 27, 28, 30 and 45-48", or the first of them ("kernel
  * 15") with first; in a build without CUDA, which has none, "the FP8 kernels". */
 static const char *fp8_who(int first, char *buf, size_t n)
 {

@@ -400,7 +400,7 @@ def fp8():
         if k == 14:
             name += " (fp16, for scale)"
         cells = []
-        for D, N in ((64, 512), (128, 512), (128, 4096)):    # short rows (45-47), the aim's N (47)
+        for D, N in ((64, 512), (128, 512), (128, 4096)):    # short rows (45-48), the aim's N (48)
             cells.append(fmt(tf(pick(rs, kernel=k, D=D, N=N))))
         body.append([f"{k}", name] + cells)
     return (table(["kernel", "name", "D = 64, N = 512", "D = 128, N = 512", "D = 128, N = 4096"], body,
