@@ -38,7 +38,7 @@ if bench_src:
             if pts:
                 color = {15: "tab:blue", 16: "tab:green", 17: "tab:purple", 24: "tab:red", 27: "tab:cyan", 28: "tab:orange",
                          30: "tab:brown", 45: "tab:olive", 46: "tab:pink",
-                         47: "darkblue", 48: "black", 14: "tab:gray"}.get(k, "black")
+                         47: "darkblue", 48: "magenta", 14: "tab:gray"}.get(k, "black")
                 ax.plot(*zip(*pts), "o" + style, color=color, label=f"{name}, D = {D}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("sequence length N (batch = 16384/N, heads = 2048/D)")

@@ -1,5 +1,5 @@
 /*
- * fp8.cuh: what the FP8 kernels (15 to 47) share and is not their algorithm, as launch_tc.cuh is for the
+ * fp8.cuh: what the FP8 kernels (15 to 48) share and is not their algorithm, as launch_tc.cuh is for the
  * forward's kernels 3-12: P's four e4m3 a register (pack4_e4m3), O's two outputs a word in fp16 or bf16 (pack_o2),
  * the row sums the softmax keeps (Fp8QuadSums), and the launch (fp8_launch_d: the tensor maps of K and V^T, kept
  * while the tensors are the same; the shared-memory opt-in; the grid of B*H*row tiles; log2(e)/sqrt(D), which each

@@ -344,6 +344,8 @@ fp8_pingpong(const uint8_t *__restrict__ Q,   // [B, H, N, D] e4m3
 
     auto store_o = [&](long obh, long org) {      // O of rows org and org + 8 of head obh, over l, scaled by V's scale
         if constexpr (P::O_BY_TMA) {              // by the copy engine (kernel 48): the warp's rows from org - g
+            /* inv as the per-thread path below computes it: computed once above both, it changed kernels 16-47's
+             * machine code (cuobjdump) */
             const float sv = SV[obh];
             float inv[2];
 #pragma unroll

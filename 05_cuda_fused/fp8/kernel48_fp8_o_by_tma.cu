@@ -40,7 +40,9 @@ template <class Base, int D> struct Fp8OByTma : Base {
     static constexpr int SMEM = Base::SMEM + 4 * Base::consumers(D) * O_WARP;  // a tile for each consumer warp
     static_assert(Base::SMEM % 1024 == 0, "each warp's tile 1024-aligned");
 
-    /* Warp warp's 16 rows of O from row0 of head bh: x (the accumulator, rows g and g + 8) times inv[0] and inv[1]. */
+    /* Warp warp's 16 rows of O from row0 of head bh: x (the accumulator, rows g and g + 8) times inv[0] and inv[1].
+     * The steps of forward kernel 39's quad_store, written again on purpose: one helper for both changed kernel 39's
+     * machine code (its registers, cuobjdump), and the code here is what was measured. */
     template <int DD>
     __device__ static __forceinline__ void store_o_tma(uint32_t own, int warp, int lane, const float *x, const float inv[2],
                                                        long row0, long bh, long N, const CUtensorMap *tm_o, int out_bf16)
