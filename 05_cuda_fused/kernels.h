@@ -231,8 +231,8 @@ typedef struct Fp8Kernel {
     int persistent;         /* 1: one block per SM walking the work items where it launches so; checked bit for bit against
                              * .persistent_of, or .extends when 0 */
     int persistent_of;      /* the kernel whose O it equals, launching a block per item (its tiles, not its schedule) */
-    int long_rows_of;       /* persistent only where rows are short: past that, the kernel whose grid and tiles it launches
-                             * (O bit for bit; 0: persistent at every N) */
+    int long_rows_of;       /* persistent only where rows are short, and past that code of its own on another kernel's grid
+                             * and tiles: that kernel, whose O it equals bit for bit there (0: none) */
 } Fp8Kernel;
 
 #define FP8_UNAVAILABLE(k) ((k)->unavailable ? (k)->unavailable() : (const char *)0)

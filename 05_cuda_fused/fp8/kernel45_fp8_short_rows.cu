@@ -61,7 +61,6 @@ static const Fp8Kernel kernel45 = {
     .id = 45, .extends = 30, .name = "fp8 short rows",
     .idea = "where rows are short, one block per SM walking its share of the row tiles, the next tile's K and V loading under this one's end",
     .launch = k45_launch, .describe = k45_describe, .unavailable = fp8_unavailable, .persistent = 1,
-    .long_rows_of = 30,    // past its limits, kernel 30's grid
 };
 FP8_REGISTER(kernel45);
 #endif

@@ -66,7 +66,6 @@ static const Fp8Kernel kernel46 = {
     .idea = "at D = 128 where rows are short, kernel 45's persistent grid on kernel 28's 128-key tiles",
     .launch = k46_launch, .describe = k46_describe, .unavailable = fp8_unavailable, .persistent = 1,
     .persistent_of = 28,   // at both D its persistent path computes kernel 28's tiles (at D = 64, 28's are 30's and 45's)
-    .long_rows_of = 30,    // past its limits, kernel 30's grid
 };
 FP8_REGISTER(kernel46);
 #endif

@@ -69,7 +69,6 @@ static const Fp8Kernel kernel47 = {
     .idea = "each row tile's S_0 issued behind the last P V of the row tile before, its Q loaded before that P V",
     .launch = k47_launch, .describe = k47_describe, .unavailable = fp8_unavailable, .persistent = 1,
     .persistent_of = 28,   // kernel 28's tiles at both D, in kernel 28's order: O bit for bit
-    .long_rows_of = 30,    // past its limits, kernel 30's grid
 };
 FP8_REGISTER(kernel47);
 #endif

@@ -581,9 +581,10 @@ static void same_o(const Fp8Kernel *kp, const Fp8Kernel *kb, long B, long H, lon
  * H100's or H200's SMs (B = 4, H = 16, N = 1000 at D = 128: 512 row tiles; H = 32 at D = 64: 768), where each block
  * takes several items one after the other, its O must equal that kernel's bit for bit (the check grid's shapes have
  * fewer items than an SM count and never give a block a second one). One persistent only where rows are short
- * (.long_rows_of) must equal, past that, the kernel whose grid it launches there: at N = 4097, past every such limit
- * (the check grid's N stop at 1025), O in bf16 when causal (both of O's stores on that path). Where the persistent
- * path's tiles are that kernel's too (kernel 45, and 46-47 at D = 64) the line checks O there, not which grid ran. */
+ * and with code of its own past that (.long_rows_of: kernel 48's store on kernel 30's grid) must equal there the
+ * kernel whose grid and tiles it takes: at N = 4097, past every such limit (the check grid's N stop at 1025), O in bf16
+ * when causal (both of O's stores on that path). Kernels 45-47 launch kernel 30's own code past their limits, checked
+ * as kernel 30. */
 static void persistent_checks(long only)
 {
     for (int x = 0; x < fp8_count(); x++) {
@@ -761,61 +762,54 @@ static int fp8_bench(const Opts *o, FILE *csv)
     return EXIT_OK;
 }
 
+/* make sanitize at one shape: each selected FP8 kernel that `which` admits (0: every one; 1: the persistent ones; 2: those
+ * with code of their own past their persistent rows, .long_rows_of) runs once, a "ran kernel" line each. */
+static int sanitize_at(long lo, long hi, int which, long B, long H, long N, long D, int causal, int out_dt, uint64_t seed,
+                       const char *what)
+{
+#define ADMITS(k) ((which == 0 || (which == 1 && (k)->persistent) || (which == 2 && (k)->long_rows_of)) && \
+                   fp8_selected(lo, hi, (k)->id))
+    int any = 0;
+    for (int x = 0; x < fp8_count(); x++) any |= ADMITS(fp8_at(x));
+    if (!any) return EXIT_OK;
+    const size_t n = (size_t)B * H * N * D;
+    float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O");
+    make_qkv(q, k, v, n, seed);
+    Fp8Tensors t;
+    if (fp8_quantize(q, k, v, B, H, N, D, FP8_BLOCK, &t) != 0) return EXIT_FAIL;
+    t.out = out_dt;
+    Fp8Dev d;
+    dev_upload(&t, causal, &d);
+    for (int x = 0; x < fp8_count(); x++) {
+        const Fp8Kernel *kx = fp8_at(x);
+        if (!ADMITS(kx)) continue;
+        if (dev_run(kx, &d, out) != 0) return EXIT_FAIL;
+        printf("ran kernel %d fp8 B=%ld H=%ld N=%ld D=%ld%s%s%s\n", kx->id, B, H, N, D, causal ? " causal" : "",
+               out_dt == DT_BF16 ? ", O in bf16" : "", what);
+    }
+    dev_free(&d);
+    fp8_free(&t);
+    tfree(q); tfree(k); tfree(v); tfree(out);
+    return EXIT_OK;
+#undef ADMITS
+}
+
 /* make sanitize: each FP8 kernel once at N = 65 and 257, D = 64 and 128, causal (O in bf16) and not (fp16); each
- * persistent one at a shape where its blocks walk several items, and past its persistent rows (.long_rows_of); the
- * quantizer. */
+ * persistent one where its blocks walk several items (B = 2, H = 16, N = 1000: 192 or 256 of them); each with code of
+ * its own past its persistent rows there (N = 4097, O in bf16 when causal); the quantizer. */
 static int fp8_sanitize(long lo, long hi)
 {
     const char *why = fp8_unavailable();
     if (why) { printf("%s\n", why); return EXIT_OK; }
     for (long D = 64; D <= 128; D *= 2)
-        for (long N = 65; N <= 257; N += 192)
-            for (int causal = 0; causal < 2; causal++) {
-                const size_t n = (size_t)2 * N * D;
-                float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O");
-                make_qkv(q, k, v, n, 11);
-                Fp8Tensors t;
-                if (fp8_quantize(q, k, v, 1, 2, N, D, FP8_BLOCK, &t) != 0) return EXIT_FAIL;
-                t.out = causal ? DT_BF16 : DT_FP16;                /* both stores: O in bf16 in the causal runs */
-                Fp8Dev d;
-                dev_upload(&t, causal, &d);
-                for (int x = 0; x < fp8_count(); x++) {
-                    if (!fp8_selected(lo, hi, fp8_at(x)->id)) continue;
-                    if (dev_run(fp8_at(x), &d, out) != 0) return EXIT_FAIL;
-                    printf("ran kernel %d fp8 N=%ld D=%ld%s\n", fp8_at(x)->id, N, D, causal ? " causal, O in bf16" : "");
-                }
-                dev_free(&d);
-                fp8_free(&t);
-                tfree(q); tfree(k); tfree(v); tfree(out);
-            }
-    for (int longr = 0; longr < 2; longr++)                /* the persistent kernels where a block walks several */
-        for (long D = 64; D <= 128; D *= 2)                /* items (B = 2, H = 16, N = 1000: 192 or 256 of them), */
-            for (int causal = 0; causal < 2; causal++) {   /* and past the rows where they are persistent (4097) */
-                const long B = longr ? 1 : 2, H = longr ? 2 : 16, N = longr ? 4097 : 1000;
-                const size_t n = (size_t)B * H * N * D;
-                int any = 0;
-                for (int x = 0; x < fp8_count(); x++)
-                    any |= fp8_at(x)->persistent && (!longr || fp8_at(x)->long_rows_of) && fp8_selected(lo, hi, fp8_at(x)->id);
-                if (!any) continue;
-                float *q = xmalloc(n * 4, "Q"), *k = xmalloc(n * 4, "K"), *v = xmalloc(n * 4, "V"), *out = xmalloc(n * 4, "O");
-                make_qkv(q, k, v, n, 13);
-                Fp8Tensors t;
-                if (fp8_quantize(q, k, v, B, H, N, D, FP8_BLOCK, &t) != 0) return EXIT_FAIL;
-                t.out = longr && causal ? DT_BF16 : DT_FP16;   /* past the persistent rows, both of O's stores */
-                Fp8Dev d;
-                dev_upload(&t, causal, &d);
-                for (int x = 0; x < fp8_count(); x++) {
-                    if (!fp8_at(x)->persistent || (longr && !fp8_at(x)->long_rows_of) || !fp8_selected(lo, hi, fp8_at(x)->id))
-                        continue;
-                    if (dev_run(fp8_at(x), &d, out) != 0) return EXIT_FAIL;
-                    printf("ran kernel %d fp8 B=%ld H=%ld N=%ld D=%ld%s (%s)\n", fp8_at(x)->id, B, H, N, D,
-                           causal ? (longr ? " causal, O in bf16" : " causal") : "",
-                           longr ? "past its persistent rows" : "persistent, several items a block");
-                }
-                dev_free(&d);
-                fp8_free(&t);
-                tfree(q); tfree(k); tfree(v); tfree(out);
-            }
+        for (int causal = 0; causal < 2; causal++) {
+            const int out_dt = causal ? DT_BF16 : DT_FP16;          /* both of O's stores */
+            for (long N = 65; N <= 257; N += 192)
+                if (sanitize_at(lo, hi, 0, 1, 2, N, D, causal, out_dt, 11, "") != EXIT_OK) return EXIT_FAIL;
+            if (sanitize_at(lo, hi, 1, 2, 16, 1000, D, causal, DT_FP16, 13, " (persistent, several items a block)") != EXIT_OK ||
+                sanitize_at(lo, hi, 2, 1, 2, 4097, D, causal, out_dt, 13, " (past its persistent rows)") != EXIT_OK)
+                return EXIT_FAIL;
+        }
     for (long D = 64; D <= 128; D *= 2)                    /* the quantizer: a partial block at N = 65, both modes */
         for (int had = 0; had < 2; had++) {
             const long N = 65;
