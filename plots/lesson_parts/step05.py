@@ -11,6 +11,10 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
   bench_backward_b15_19_h200_fp16[_causal].csv, sdpa_backward_b15_19_h200_fp16[_causal].csv: backward kernels 15-19
                              and SDPA at every N, causal and not, one call (the short table's backward columns too)
   05_cuda_fused/forward/runs/[k39_o_tma/]h200_ncu_*: Nsight Compute beside cuDNN (the instructions each executed)
+  05_cuda_fused/runs/aims_one_call*/, backward/runs/k19_diagonal_start/[profile_n8192/]: every run of backward
+                             kernel 19 beside cuDNN (cuDNN's largest lead), and its profile beside cuDNN's at N = 8192
+  bench_backward_h200_fp16.csv, sdpa_backward_h200_fp16.csv      the gallery's backward run beside cuDNN
+  05_cuda_fused/fp8/runs/k48_o_by_tma/profile/: FP8 kernel 48 under Nsight Compute at N = 4096, D = 128
   decode_h200_fp16.csv, sdpa_decode_h200_fp16.csv                decode against a KV cache
   fp8_bench_h200.csv, fp8_errors_cpu.csv                         FP8's speed (H200) and its error (CPU)
   timer_h200.txt             sh common/timer_check.sh: what a planted host delay moves, the GPU busy and idle
@@ -282,35 +286,33 @@ BWD_EARLIER = "backward/runs/k19_diagonal_start/"
 AIMS = "runs/aims_one_call/"
 
 
-# The later calls that timed kernel 19 beside cuDNN at D = 128, not causal (05 RESULTS.md#aims, backward/RESULTS.md#bwd-19-profile).
-AIMS_LATER = ["runs/aims_one_call_d1c7924/", "runs/aims_one_call_bf11279/", "runs/aims_one_call_bf11279_2/",
-              "runs/aims_one_call_7667cf8/"]
+# The profile's call, which timed kernel 19 beside cuDNN first (backward/RESULTS.md#bwd-19-profile).
 BWD_PROFILE = "backward/runs/k19_diagonal_start/profile_n8192/"
 
 
 def backward_runs():
-    """Every recorded run of kernel 19 beside cuDNN at D = 128, not causal: vs_cudnn of each."""
-    return ([last_vs_cudnn(0), vs_cudnn(f05(f"{BWD_EARLIER}bench_backward_b15_19_h200_fp16_run1.csv"),
-                                        f05(f"{BWD_EARLIER}sdpa_backward_b15_19_h200_fp16_run1.csv"))] +
-            [vs_cudnn(f05(f"{a}race_bwd_d128.csv"), f05(f"{a}race_bwd_sdpa.csv")) for a in [AIMS] + AIMS_LATER] +
+    """Every recorded run of kernel 19 beside cuDNN at D = 128, not causal, as vs_cudnn's of the run's best kernel: the
+    gallery's two (kernels 15-19, and every kernel), the landing's, each one-call run of the three aims
+    (05_cuda_fused/runs/aims_one_call*/, found by name) and the profile's."""
+    aims = sorted(os.path.relpath(d, F05) + "/" for d in glob.glob(os.path.join(F05, "runs", "aims_one_call*")))
+    if not aims:
+        raise DataError("05_cuda_fused/runs/aims_one_call*/: no run of the three aims")
+    return ([last_vs_cudnn(0), vs_cudnn("bench_backward_h200_fp16.csv", "sdpa_backward_h200_fp16.csv"),
+             vs_cudnn(f05(f"{BWD_EARLIER}bench_backward_b15_19_h200_fp16_run1.csv"),
+                      f05(f"{BWD_EARLIER}sdpa_backward_b15_19_h200_fp16_run1.csv"))] +
+            [vs_cudnn(f05(f"{a}race_bwd_d128.csv"), f05(f"{a}race_bwd_sdpa.csv")) for a in aims] +
             [vs_cudnn(f05(f"{BWD_PROFILE}bench_backward_d128_k19.csv"), f05(f"{BWD_PROFILE}sdpa_backward.csv"))])
 
 
 @part("s05-backward-gap")
 def backward_gap():
-    """How far the best backward at D = 128 trails cuDNN at its worst N, not causal, in any of kernel 19's runs beside
-    cuDNN (the README's "where cuDNN leads": an error if it leads nowhere)."""
+    """How far the best backward at D = 128 trails cuDNN at its worst N, not causal, over every recorded run of kernel 19
+    beside cuDNN (the README's "cuDNN's largest lead": an error if it leads nowhere)."""
     gap = 100 - min(r for run in backward_runs() for r, _, _ in run.values())
     if gap <= 0:
-        raise DataError(f"bench{BWD_LAST}.csv, {BWD_EARLIER}, {AIMS}, {AIMS_LATER}, {BWD_PROFILE}: cuDNN leads at no N in any run; the README's sentence says it does")
+        raise DataError("the backward's runs beside cuDNN (plots/lesson_parts/step05.py, backward_runs): cuDNN leads at "
+                        "no N in any; the README's sentence says it does")
     return apart(gap, 0)
-
-
-@part("s05-backward-runs")
-def backward_nruns():
-    """How many of kernel 19's runs beside cuDNN (not causal, D = 128) the gap above is taken over, in words."""
-    n = len(backward_runs())
-    return ["no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"][n] if n <= 10 else str(n)
 
 
 def pct_more_or_fewer(a, b):
