@@ -92,6 +92,11 @@ template <int D, typename T> struct Persistent : Pingpong<D, T> {
         uint32_t full_q, empty_q, full_t, empty_t;
         volatile unsigned *tickets;
         unsigned items;                           // BH x row tiles
+        /* A ticket's head and row tile, in tile_order.cuh's order (kernel 52 divides by multiplying instead). */
+        __device__ __forceinline__ void decode(unsigned ticket, long row_tiles, int causal, long *bh, long *tile) const
+        {
+            ticket_tile(ticket, BH, row_tiles, causal, G, bh, tile);
+        }
     };
     static constexpr uint32_t q_bytes = C::QTILE; // Q's tile, after the K/V ring
     static constexpr size_t smem_bytes = C::bytes_persist;  // the block's dynamic shared memory
@@ -133,7 +138,7 @@ template <int D, typename T> struct Persistent : Pingpong<D, T> {
                 break;
             }
             const unsigned next = next_ticket(q.slot);
-            ticket_tile(ticket, q.BH, b.row_tiles, b.causal, q.G, &b.bh, &b.tile);
+            q.decode(ticket, b.row_tiles, b.causal, &b.bh, &b.tile);
             mbar_wait(q.empty_q, (int)(it & 1) ^ 1);
             mbar_expect_tx(q.full_q, C::QTILE);
 #pragma unroll
@@ -162,7 +167,7 @@ template <int D, typename T> struct Persistent : Pingpong<D, T> {
         const unsigned ticket = __shfl_sync(0xffffffffu, q.tickets[slot], 0);
         mbar_arrive(q.empty_t + 8 * slot);
         if (ticket >= q.items) return false;
-        ticket_tile(ticket, q.BH, b.row_tiles, b.causal, q.G, nbh, ntile);
+        q.decode(ticket, b.row_tiles, b.causal, nbh, ntile);
         return true;
     }
     /* Q_i's fragments from the tile the copy engine left in shared memory (128-byte swizzle: row r's 16-byte chunk c
