@@ -139,7 +139,7 @@ static void gpu_part(long B, long H, long N, long D, int dtype, int check, long 
     for (int i = 0; i < nk; i++) {
         const FusedKernel *kn = ks[i];
         if (!(kn->dtypes & (1u << dtype)) || !kn->supports_dim(D)) continue;
-        if (FUSED_UNAVAILABLE(kn)) { /* kernels 10-39 off Hopper */
+        if (FUSED_UNAVAILABLE(kn)) { /* kernels 10-52 off Hopper */
             printf("  %-2d %-16s skipped: %s\n", kn->id, kn->name, FUSED_UNAVAILABLE(kn));
             continue;
         }
