@@ -4,7 +4,7 @@
  * Extends kernel 39 (kernel39_o_by_tma.cu). The idea: integer division. A persistent block takes a ticket per item
  * and turns it into the item's head and row tile (tile_order.cuh's ticket_tile): causal, ticket / (G row_tiles), then
  * a remainder divided by the group's heads; not causal, ticket / row_tiles. The GPU has no integer divide: each `/`
- * and `%` is a dozen instructions through a float reciprocal (I2F, MUFU.RCP, F2I, then corrections), and on 64-bit
+ * and `%` is about twenty instructions through a float reciprocal (I2F, MUFU.RCP, F2I, then corrections), on 64-bit
  * operands a test and a subroutine besides; in kernel 39's machine code each of its consumer warps runs two such
  * chains in a row at every item's start, before it may issue the item's last P V and the next item's S_0. But every
  * divisor is fixed for the launch (row_tiles, G row_tiles, G and the last group's heads), so each division can be
@@ -17,8 +17,15 @@
  * Why: at causal N = 512, D = 64 an item is one to four K/V tiles, so what an item pays once is a large share of its
  * time, and kernel 38 (tried, RESULTS.md#kernel-38-tried), which moved the divisions to the producer, gained 1.0-1.6%
  * there.
- * What it costs: four prepared divisors a thread (each m, s and d, in uniform registers), computed once per block in
+ * What it costs: three prepared divisors a thread (each d, m and s, in uniform registers), computed once per block in
  * setup with 64-bit divisions; nothing in the tile loop. O and L are kernel 14's bit for bit (--check compares them).
+ * In the machine code (fp16, D = 64): 3272 instructions against kernel 39's 3600, and ptxas's spills down from 68 to
+ * 44 bytes stored (runs/k52_ticket_by_multiply/sass_counts.csv).
+ * Measured: H200, over kernel 39 in the same runs (one call, fp16 and bf16): causal, D = 64, +4.8% to +5.0% at
+ * N = 512 (four runs), +3.0% to +3.1% at 1024, +1.6% to +1.8% at 2048, -0.3% to +0.9% from 4096; causal, D = 128,
+ * +0.7% to +3.5% from N = 512 to 2048; not causal, +3.6% and +3.7% at N = 512, D = 64, within 0.6% from N = 2048.
+ * A later call: +3.7% and +4.9% at causal N = 512, D = 64, and beside cuDNN there 100.9% and 101.7% (kernel 39:
+ * 97.3% and 96.9%), the first kernel here past cuDNN at that shape. The runs: RESULTS.md#kernel-52.
  */
 #ifndef RUNG
 #define RUNG 52 // this file is the one compiled: its launcher and registry entry (the end) are built
@@ -113,7 +120,7 @@ static void k52_describe(long D, int dtype, char *buf, size_t n)
 }
 
 static const FusedKernel kernel52 = {
-    .id = 52, .extends = 39, .name = "tickets by multiply",
+    .id = 52, .extends = 39, .name = "fast divmod",
     .idea = "kernel 39 with each ticket's head and row tile found by a multiply-high and a shift, not a division",
     .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = tc_supports, .launch = k52_launch,
     .describe = k52_describe, .unavailable = wgmma_unavailable, .launch_l = k52_launch_l, .persistent = 1,
