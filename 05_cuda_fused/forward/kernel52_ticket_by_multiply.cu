@@ -50,8 +50,8 @@ struct DivByMul {
 template <int D, typename T> struct TicketByMultiply : OByCopyEngine<D, T> {
     using Base = OByCopyEngine<D, T>;
 
-    /* Kernel 18's scheduler state and the four divisors: causal, G row_tiles (a group's tickets), G (its heads) and
-     * the last group's heads (BH - its first head, fewer than G when G does not divide BH); not causal, row_tiles. */
+    /* Kernel 18's scheduler state and three prepared divisors: causal, G row_tiles (a group's tickets), G (its heads)
+     * and the last group's heads (fewer than G when G does not divide BH); not causal, row_tiles in per_group. */
     struct Sched : Base::Sched {
         DivByMul per_group, per_head, last_heads;
         unsigned rt;                              // row tiles a head
