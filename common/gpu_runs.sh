@@ -6,7 +6,7 @@
 # with the wrong causal offset planted once, which must fail).
 # race-forward race-backward race-rest (not in the default): the H200 race's tables and gallery, each beside
 # PyTorch's SDPA (FlashAttention-2, cuDNN) in the same call: the forward fp16 (every kernel) and fp32 (naive,
-# kernels 1-2), fp16 causal and bf16 both ways (kernels 20-39: the seven latest, so that the word fits its call);
+# kernels 1-2), fp16 causal and bf16 both ways (kernels 21-52: the seven latest, so that the word fits its call);
 # the backward fp16 (every kernel), causal and bf16 (kernels 8-19); decode fp16 and bf16, FP8, step 06's --big
 # training, step 02's memory and step 06's causal runs.
 # Each word fits one 10-minute call of a lent GPU (their times on the H200 are in 05_cuda_fused/LOG.md).
@@ -82,11 +82,11 @@ for n, s in (("dq", (2, 8, 4, 128)), ("dk", (2, 2, 300, 128)), ("dv", (2, 2, 300
     race-forward)
             run bench_fp16 ./step05 --bench --dtype fp16 --csv "$out/bench_fp16.csv"
             sdpa sdpa_fp16 "$out/sdpa_fp16.csv"
-            run bench_fp16_causal ./step05 --bench --dtype fp16 --causal --kernel 20-39 --csv "$out/bench_fp16_causal.csv"
+            run bench_fp16_causal ./step05 --bench --dtype fp16 --causal --kernel 21-52 --csv "$out/bench_fp16_causal.csv"
             sdpa sdpa_fp16_causal "$out/sdpa_fp16_causal.csv" --causal
-            run bench_bf16 ./step05 --bench --dtype bf16 --kernel 20-39 --csv "$out/bench_bf16.csv"
+            run bench_bf16 ./step05 --bench --dtype bf16 --kernel 21-52 --csv "$out/bench_bf16.csv"
             sdpa sdpa_bf16 "$out/sdpa_bf16.csv" --dtype bf16
-            run bench_bf16_causal ./step05 --bench --dtype bf16 --causal --kernel 20-39 --csv "$out/bench_bf16_causal.csv"
+            run bench_bf16_causal ./step05 --bench --dtype bf16 --causal --kernel 21-52 --csv "$out/bench_bf16_causal.csv"
             sdpa sdpa_bf16_causal "$out/sdpa_bf16_causal.csv" --dtype bf16 --causal
             run bench_fp32 ./step05 --bench --repeat 3 --csv "$out/bench_fp32.csv" ;;
     race-backward)

@@ -24,8 +24,8 @@
  * consumer warpgroups kernel 12 runs at D = 64 get 160 registers each, too few for this (ptxas spills 104 bytes and
  * serialises the wgmma, C7512): kernel 13 runs two at both D, BR = 128. Built only for sm_90a, like kernels 10-12.
  *
- * This file is also the body of kernels 14, 18-23, 26, 36 and 39: OverlapBody below is the kernel, written once, with
- * named hooks where a later rung changes it. A hook is a static member of a policy struct; Overlap (below) holds kernel
+ * This file is also the body of kernels 14, 18-23, 26, 36, 39 and 52: OverlapBody below is the kernel, written once,
+ * with named hooks where a later rung changes it. A hook is a static member of a policy struct; Overlap (below) holds kernel
  * 13's code for each, and each later rung's file includes the file of the rung it extends and derives its policy
  * from that rung's, overriding the hooks its idea changes (14: the turns; 18: the scheduler; 19: the store of O;
  * 20: the loop over items; 21: the last P V; 22: the descriptors; 23: the mask; 26: the head groups; 36: O at an

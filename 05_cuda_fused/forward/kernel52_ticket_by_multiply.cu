@@ -4,28 +4,32 @@
  * Extends kernel 39 (kernel39_o_by_tma.cu). The idea: integer division. A persistent block takes a ticket per item
  * and turns it into the item's head and row tile (tile_order.cuh's ticket_tile): causal, ticket / (G row_tiles), then
  * a remainder divided by the group's heads; not causal, ticket / row_tiles. The GPU has no integer divide: each `/`
- * and `%` is about twenty instructions through a float reciprocal (I2F, MUFU.RCP, F2I, then corrections), on 64-bit
- * operands a test and a subroutine besides; in kernel 39's machine code each of its consumer warps runs two such
- * chains in a row at every item's start, before it may issue the item's last P V and the next item's S_0. But every
- * divisor is fixed for the launch (row_tiles, G row_tiles, G and the last group's heads), so each division can be
- * prepared once: with s = ceil(log2 d) and m = ceil(2^(32+s) / d) - 2^32, n / d = (n + umulhi(n, m)) >> s for every
- * n < 2^31 (a multiply-high, an add and a shift; CUTLASS's FastDivmod, used by FlashAttention-3's schedulers). The
- * tickets fit: the launcher refuses more than 2^31 - 1 items.
- * Why it is exact: m d = 2^(32+s) + e with 0 <= e < d <= 2^s, so n (2^32 + m) / 2^(32+s) = n / d + n e / (d 2^(32+s)),
- * and the error term n e / (d 2^(32+s)) < 2^31 2^s / (d 2^(32+s)) = 1 / (2d) keeps the floor at floor(n / d) (its
- * fractional part is at most (d - 1) / d, and (d - 1) / d + 1 / (2d) < 1).
+ * and `%` is about twenty instructions through a float reciprocal (I2F, MUFU.RCP, F2I, R2UR, then some fifteen
+ * uniform-datapath corrections), on 64-bit operands a test and a subroutine besides; in kernel 39's machine code each
+ * of its consumer warps runs two such chains in a row at every causal item's start, before it may issue the item's
+ * last P V and the next item's S_0. But every divisor is fixed for the launch (row_tiles, G row_tiles, G and the last
+ * group's heads), so each division can be prepared once: with s = ceil(log2 d) and m = ceil(2^(32+s) / d) - 2^32,
+ * n / d = (n + umulhi(n, m)) >> s for every n < 2^31: a multiply-high, an add and a shift (Granlund and Montgomery's
+ * division by an invariant integer, in the form of PyTorch's IntDivider; CUTLASS's FastDivmod, which FlashAttention-3's
+ * schedulers use, is another form of it). The tickets fit, and so does every divisor: the launcher refuses more than
+ * 2^31 - 1 items.
+ * Why it is exact: d > 2^(s-1), so 2^32 <= 2^32 + m < 2^33 and m fits 32 bits; (2^32 + m) d = 2^(32+s) + e with
+ * 0 <= e < d <= 2^s. Then n (2^32 + m) / 2^(32+s) = n / d + n e / (d 2^(32+s)), and the error term is below
+ * 2^31 2^s / (d 2^(32+s)) = 1 / (2d): the fractional part of n / d is at most (d - 1) / d, so the floor stays
+ * floor(n / d). The code computes that floor: floor(n (2^32 + m) / 2^32) = n + umulhi(n, m), then >> s (a floor of a
+ * floor); and n + umulhi(n, m) < 2n < 2^32 cannot wrap, which is where n < 2^31 is needed.
  * Why: at causal N = 512, D = 64 an item is one to four K/V tiles, so what an item pays once is a large share of its
  * time, and kernel 38 (tried, RESULTS.md#kernel-38-tried), which moved the divisions to the producer, gained 1.0-1.6%
  * there.
- * What it costs: three prepared divisors a thread (each d, m and s, in uniform registers), computed once per block in
- * setup with 64-bit divisions; nothing in the tile loop. O and L are kernel 14's bit for bit (--check compares them).
- * In the machine code (fp16, D = 64): 3272 instructions against kernel 39's 3600, and ptxas's spills down from 68 to
- * 44 bytes stored (runs/k52_ticket_by_multiply/sass_counts.csv).
- * Measured: H200, over kernel 39 in the same runs (one call, fp16 and bf16): causal, D = 64, +4.8% to +5.0% at
- * N = 512 (four runs), +3.0% to +3.1% at 1024, +1.6% to +1.8% at 2048, -0.3% to +0.9% from 4096; causal, D = 128,
- * +0.7% to +3.5% from N = 512 to 2048; not causal, +3.6% and +3.7% at N = 512, D = 64, within 0.6% from N = 2048.
- * A later call: +3.7% and +4.9% at causal N = 512, D = 64, and beside cuDNN there 100.9% and 101.7% (kernel 39:
- * 97.3% and 96.9%), the first kernel here past cuDNN at that shape. The runs: RESULTS.md#kernel-52.
+ * What it costs: three prepared divisors a thread (each d, m and s; in the machine code they sit in uniform registers),
+ * computed once per block in setup with 64-bit divisions; nothing in the tile loop. O and L are kernel 14's bit for bit
+ * (--check compares them). In the machine code (fp16, D = 64): 3272 instructions against kernel 39's 3600, and ptxas's
+ * spills down from 68 to 44 bytes stored (runs/k52_ticket_by_multiply/: sass_counts.csv, ptxas_k39_k52.txt).
+ * Measured: H200, over kernel 39 in the same runs (fp16 and bf16): causal, D = 64, +4.8% to +5.0% at N = 512 (four
+ * runs), +3.0% to +3.1% at 1024, +1.6% to +1.8% at 2048, -0.3% to +0.9% from 4096; causal, D = 128, +0.7% to +3.5%
+ * from N = 512 to 2048; not causal, +3.6% and +3.7% at N = 512, D = 64, within 0.6% from N = 2048. Beside cuDNN,
+ * causal fp16 at N = 512, D = 64, in two further runs: 100.9% and 101.7% (kernel 39: 97.3% and 96.9%), the first
+ * kernel here past cuDNN at that shape. The runs: RESULTS.md#kernel-52.
  */
 #ifndef RUNG
 #define RUNG 52 // this file is the one compiled: its launcher and registry entry (the end) are built

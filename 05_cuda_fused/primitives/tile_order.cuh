@@ -40,7 +40,9 @@ __device__ __forceinline__ void block_tile(long row_tiles, int causal, long *bh,
  * and V are 201 MB (DRAM 70% busy, 197 us); kernel 18 with groups 237.6 MB (55%, 162 us). The launcher picks G so
  * that a group's K and V fill half of L2, and so that a group has at least two row tiles per SM (longest first needs
  * a queue to balance). At N = 16384, D = 128 that is three heads a group, and there the groups cost 4% (not profiled).
- * Kernel 26 makes a group whole rounds of the SMs, its K and V in a third of L2. */
+ * Kernel 26 makes a group whole rounds of the SMs, its K and V in a third of L2. Forward kernel 52 computes this same
+ * order by multiplying (its Sched::decode): a change here is a change there too. A mismatch that still maps the
+ * tickets one to one onto the items changes only the order, so the speed, which --check cannot see. */
 __device__ __forceinline__ void ticket_tile(long ticket, long BH, long row_tiles, int causal, long G, long *bh, long *tile)
 {
     if (causal) {

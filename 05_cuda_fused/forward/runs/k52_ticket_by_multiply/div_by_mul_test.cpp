@@ -1,10 +1,19 @@
+// div_by_mul_test.cpp: kernel 52's division by a multiply-high (DivByMul) and its decode of a ticket (Sched::decode),
+// written again for the host, against / and against tile_order.cuh's ticket_tile, also written again here.
+//   g++ -O2 -o t div_by_mul_test.cpp && ./t              every check 0 wrong, exit 0
+//   g++ -O2 -DPLANT -o tp div_by_mul_test.cpp && ./tp    every multiplier one less: wrong quotients and decodes, exit 1
+// The output of both: div_by_mul_test.txt.
 #include <cstdio>
 #include <cstdint>
 #include <random>
 static unsigned umulhi(unsigned a, unsigned b){return (unsigned)(((unsigned long long)a*b)>>32);}
 static int clz(unsigned x){return x?__builtin_clz(x):32;}
 struct DivByMul{unsigned d,m,s;
- void prepare(unsigned d_){d=d_;s=32-clz(d_-1);m=(unsigned)((((1ull<<(32+s))+d_-1)/d_)-(1ull<<32));}
+ void prepare(unsigned d_){d=d_;s=32-clz(d_-1);m=(unsigned)((((1ull<<(32+s))+d_-1)/d_)-(1ull<<32));
+#ifdef PLANT
+  m-=1; // the plant: every multiplier one less
+#endif
+ }
  unsigned div(unsigned n)const{return (n+umulhi(n,m))>>s;}};
 static void ticket_tile(long ticket,long BH,long row_tiles,int causal,long G,long*bh,long*tile){
  if(causal){const long h0=ticket/(G*row_tiles)*G;const long r=ticket-h0*row_tiles;const long g=BH-h0<G?BH-h0:G;*bh=h0+r%g;*tile=row_tiles-1-r/g;}
