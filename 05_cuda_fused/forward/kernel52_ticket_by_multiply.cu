@@ -17,7 +17,7 @@
  * 0 <= e < d <= 2^s. Then n (2^32 + m) / 2^(32+s) = n / d + n e / (d 2^(32+s)), and the error term is below
  * 2^31 2^s / (d 2^(32+s)) = 1 / (2d): the fractional part of n / d is at most (d - 1) / d, so the floor stays
  * floor(n / d). The code computes that floor: floor(n (2^32 + m) / 2^32) = n + umulhi(n, m), then >> s (a floor of a
- * floor); and n + umulhi(n, m) < 2n < 2^32 cannot wrap, which is where n < 2^31 is needed.
+ * floor); and n + umulhi(n, m) <= 2n - 1 < 2^32 cannot wrap (n >= 1), which is where n < 2^31 is needed.
  * Why: at causal N = 512, D = 64 an item is one to four K/V tiles, so what an item pays once is a large share of its
  * time, and kernel 38 (tried, RESULTS.md#kernel-38-tried), which moved the divisions to the producer, gained 1.0-1.6%
  * there.
