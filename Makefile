@@ -42,7 +42,7 @@ comma := ,
 # PTX for what comes after them.
 #   sm_75  Turing: T4 (Colab, Kaggle), RTX 20, GTX 16    fp16 tensor cores (m16n8k8), no cp.async, no bf16
 #   sm_80  Ampere: A100; its SASS also runs on sm_86 (RTX 30) and sm_89 (Ada: RTX 40, L4)
-#   sm_90  Hopper: H100, H200, built as sm_90a (wgmma, TMA: forward kernels 10-52, backward 5-19, FP8, decode 8-13)
+#   sm_90  Hopper: H100, H200, built as sm_90a (wgmma, TMA: forward kernels 10-52, backward 5-20, FP8, decode 8-13)
 #   sm_100 Blackwell datacenter: B200;  sm_120 Blackwell consumer: RTX 50
 #   compute_120  PTX for GPUs newer than the list
 FALLBACK_ARCH := sm_75 sm_80 sm_90 sm_100 sm_120 compute_120

@@ -150,14 +150,22 @@ template <int D_, typename T_, class P_> struct BwdWgArgs {
     uint32_t kv_full, full, empty;                // the mbarriers: K_j, V_j landed; stage s full; stage s free
 };
 
+/* A walk: K/V tile jt of head bh over its steps i_begin, i_begin + BR, ... below i_end. Kernels 5-19 walk a K/V tile
+ * whole, to N; kernel 20 splits the last round's walks into parts (part: which one, -1 for a whole walk). */
+struct BwdWalk {
+    long bh, jt, i_begin, i_end;
+    int part;
+};
+
 /* A consumer thread: where it is in the block, and the item (head, K/V tile) it walks. */
 struct BwdWgThread {
     int wg, wiw, lane, g, t;                      // consumer warpgroup 0-1, its warp 0-3, lane = 4 g + t
     int qblk, dblk;                               // its warpgroup's 64 x 64 part of dQ_i: query block, head-dim block
     uint32_t k_w, v_w;                            // K_w, V_w: its warpgroup's 64 keys of K_j, V_j
-    long bh, jt, i_begin;                         // the item: (batch, head), K/V tile, its first row tile
+    long bh, jt, i_begin, i_end;                  // the item: (batch, head), K/V tile, its walk's first step and end
     long kw0, key0;                               // its warpgroup's first key; this lane's: key0 (rows g) and key0 + 8
     float *dq_part;                               // kernels 10-19: its warpgroup's buffer for dQ's part (shared memory)
+    int part;                                     // kernel 20: the walk's part (BwdWalk)
 };
 
 /* A consumer's row tile: its queries, its stage of the ring, and ds^T's buffer. */
@@ -220,22 +228,24 @@ struct B5Policy {
     template <class A> static __device__ __forceinline__ void init_barriers(const A &a) { (void)a; }
     /* Thread 0: the copies of the block's item (produce: one item's K_j, V_j and row tiles). */
     template <class A, class F>
-    static __device__ __forceinline__ void produce_items(const A &a, F &produce, long bh, long j0, long i_begin, long &it)
+    static __device__ __forceinline__ void produce_items(const A &a, F &produce, long bh, long j0, long i_begin,
+                                                         long i_end, long &it)
     {
         (void)a;
-        produce(bh, j0, i_begin, it);
+        produce(bh, j0, i_begin, i_end, it);
     }
-    /* Warp 1 (and kernel 10's writer warps): f's work on the block's item, f(bh, j0, i_begin, x...). */
+    /* Warp 1 (and kernel 10's writer warps): f's work on the block's item, f(bh, j0, i_begin, i_end, x...). */
     template <class A, class F, class... X>
-    static __device__ __forceinline__ void each_item(const A &a, F &f, long bh, long j0, long i_begin, X &...x)
+    static __device__ __forceinline__ void each_item(const A &a, F &f, long bh, long j0, long i_begin, long i_end, X &...x)
     {
         (void)a;
-        f(bh, j0, i_begin, x...);
+        f(bh, j0, i_begin, i_end, x...);
     }
     /* Warps 2-3 (and lanes 1-31 of warp 0): idle. */
-    template <class A> static __device__ __forceinline__ void other_warps(const A &a, long bh, long j0, long i_begin)
+    template <class A>
+    static __device__ __forceinline__ void other_warps(const A &a, long bh, long j0, long i_begin, long i_end)
     {
-        (void)a, (void)bh, (void)j0, (void)i_begin;
+        (void)a, (void)bh, (void)j0, (void)i_begin, (void)i_end;
     }
     /* The producer's roles and the writers: the row tile that step i0 of the walk of the K/V tile from key j0 loads and
      * adds into: the step itself (kernel 19: the walk rotated). The consumers see only the steps. */
@@ -247,10 +257,10 @@ struct B5Policy {
 
     // The consumer warpgroups.
 
-    /* The item to walk: the block's (bh, jt are set); false past the last. */
-    template <class A> static __device__ __forceinline__ bool take_item(const A &a, long item, long &bh, long &jt)
+    /* The walk to take: the block's (wk is set); false past the last. */
+    template <class A> static __device__ __forceinline__ bool take_item(const A &a, long item, BwdWalk &wk)
     {
-        (void)a, (void)item, (void)bh, (void)jt;
+        (void)a, (void)item, (void)wk;
         return true;
     }
     /* Pair n of L_i log2 e and of Delta_i for this lane's queries 8 n + 2 t and 8 n + 2 t + 1, read from the stage
@@ -449,14 +459,14 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
         setmaxnreg_dec<C::REG_PRODUCER>();
         if (threadIdx.x == 0) {
             /* one item: K_j and V_j, then its row tiles into the ring (it: the ring's count, on across kernel 11's items) */
-            auto produce = [&](long bh, long j0, long i_begin, long &it) {
+            auto produce = [&](long bh, long j0, long i_begin, long i_end, long &it) {
                 mbar_expect_tx(kv_full, 2 * C::KV_TILE);
 #pragma unroll
                 for (int blk = 0; blk < D / 64; blk++) {
                     tma_load_3d(base + C::OFF_K + blk * BC * 128, &tm_k, blk * 64, (int)j0, (int)bh, kv_full);
                     tma_load_3d(base + C::OFF_V + blk * BC * 128, &tm_v, blk * 64, (int)j0, (int)bh, kv_full);
                 }
-                for (long i0 = i_begin; i0 < N; i0 += BR, it++) {
+                for (long i0 = i_begin; i0 < i_end; i0 += BR, it++) {
                     const int s = (int)(it % STAGES), use = (int)((it / STAGES) & 1);
                     mbar_wait(empty + 8 * s, use ^ 1);   // first use of a stage: passes at once
                     const uint32_t q_dst = base + C::OFF_Q + 2 * s * C::ROW_TILE;
@@ -470,7 +480,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
                 }
             };
             long it = 0;
-            P::produce_items(a, produce, bh, j0, i_begin, it);
+            P::produce_items(a, produce, bh, j0, i_begin, N, it);
         } else if (threadIdx.x / 32 == 1) {
             /* Warp 1: L_i log2 e and Delta_i (BR floats each) into the same
              * stage, by ordinary loads and stores, 16 bytes a lane; each lane
@@ -479,9 +489,9 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
              * them visible. Why not the TMA: the note above the consumers' loop. */
             const int lane = threadIdx.x % 32;
             float4 *vec_s = reinterpret_cast<float4 *>(base_ptr + C::OFF_VEC);
-            auto vecs = [&](long bh, long j0, long i_begin, long &it) {
+            auto vecs = [&](long bh, long j0, long i_begin, long i_end, long &it) {
                 const float *lse_h = lse2 + bh * Npad, *dl_h = delta + bh * Npad;
-                for (long i0 = i_begin; i0 < N; i0 += BR, it++) {
+                for (long i0 = i_begin; i0 < i_end; i0 += BR, it++) {
                     const int s = (int)(it % STAGES), use = (int)((it / STAGES) & 1);
                     mbar_wait(empty + 8 * s, use ^ 1);   // the consumers are done with the stage's L, Delta too
                     const long row = P::row_at(a, i0, j0);
@@ -493,9 +503,9 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
                 }
             };
             long it = 0;
-            P::each_item(a, vecs, bh, j0, i_begin, it);
+            P::each_item(a, vecs, bh, j0, i_begin, N, it);
         } else {
-            P::other_warps(a, bh, j0, i_begin);
+            P::other_warps(a, bh, j0, i_begin, N);
         }
         return;
     }
@@ -511,15 +521,15 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
      * and kernel 5 ran 14% and 5% slower (D = 64, 128); as this loop they keep their machine code. */
     long it = 0, item = 0;
     do {
-        long item_bh = bh, item_jt = jt;
-        if (!P::take_item(a, item, item_bh, item_jt)) break;   // past the last item
-        const long bh = item_bh, jt = item_jt;           // this item's (kernels 5-10: the block's, as above)
+        BwdWalk wk = {bh, jt, i_begin, N, -1};           // kernels 5-10: the block's, as above
+        if (!P::take_item(a, item, wk)) break;            // past the last item
+        const long bh = wk.bh, jt = wk.jt, i_begin = wk.i_begin, i_end = wk.i_end;   // this item's
         const int kv_phase = (int)(item & 1);             // K_j, V_j's phase on kv_full
-        const long j0 = jt * BC, i_begin = causal ? j0 / BR * BR : 0;
+        const long j0 = jt * BC;
         const long kw0 = j0 + 64 * wg;                // this warpgroup's 64 keys
         const long key0 = kw0 + 16 * wiw + g;         // this lane's keys: key0 (accumulator rows g) and key0 + 8
-        const BwdWgThread w = {wg, wiw, lane, g, t, qblk, dblk, k_w, v_w, bh, jt, i_begin, kw0, key0,
-                                 reinterpret_cast<float *>(base_ptr + C::OFF_DQ) + wg * P::DQ_PART};
+        const BwdWgThread w = {wg, wiw, lane, g, t, qblk, dblk, k_w, v_w, bh, jt, i_begin, i_end, kw0, key0,
+                                 reinterpret_cast<float *>(base_ptr + C::OFF_DQ) + wg * P::DQ_PART, wk.part};
 
         /* dK_w, dV_w: 64 keys x D per warpgroup, fp32, for the whole walk; flat
          * (the wgmma wrappers take D/2 floats), element 4 n + e is kernel 2's dk[n][e] */
@@ -544,7 +554,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
         const float *vec_s = reinterpret_cast<const float *>(base_ptr + C::OFF_VEC);
 
         mbar_wait(kv_full, kv_phase);                     // K_j, V_j have landed
-        for (long i0 = i_begin; i0 < N; i0 += BR, it++) {
+        for (long i0 = i_begin; i0 < i_end; i0 += BR, it++) {
             const int st = (int)(it % STAGES), use = (int)((it / STAGES) & 1);
             const uint32_t q_s = base + C::OFF_Q + 2 * st * C::ROW_TILE, do_s = q_s + C::ROW_TILE;
             const uint32_t ds_s = base + C::OFF_DS + (int)(it & 1) * C::DS_TILE;

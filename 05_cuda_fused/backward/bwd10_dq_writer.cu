@@ -54,28 +54,30 @@ struct B10Policy : B8Policy {
      * (the engine has read it: the buffer is free), 160 threads each: the warpgroup's 128 and this warp's 32. The
      * consumers arrive on the first without waiting and wait on the second only when their next part is ready, a row
      * tile later. */
-    template <class A> static __device__ __forceinline__ void other_warps(const A &a, long bh, long j0, long i_begin)
+    template <class A>
+    static __device__ __forceinline__ void other_warps(const A &a, long bh, long j0, long i_begin, long i_end)
     {
         using C = typename A::C;
         if (threadIdx.x / 32 >= 2) {
             const int w = threadIdx.x / 32 - 2, lane = threadIdx.x % 32;
             const uint32_t buf = a.base + C::OFF_DQ + w * 64 * 64 * 4;
-            auto send = [&](long bh, long j0, long i_begin) { send_walk(a, w, lane, buf, bh, j0, i_begin); };
-            A::P::each_item(a, send, bh, j0, i_begin);
+            auto send = [&](long bh, long j0, long i_begin, long i_end) { send_walk(a, w, lane, buf, bh, j0, i_begin, i_end); };
+            A::P::each_item(a, send, bh, j0, i_begin, i_end);
             if (lane == 0) bulk_wait_all();      // the sums done before the block ends
         }
     }
-    /* Writer warp 2 + w: the parts of one walk (head bh, the K/V tile from key j0, its steps from i_begin, each into
+    /* Writer warp 2 + w: the parts of one walk (head bh, the K/V tile from key j0, its steps from i_begin to i_end, each into
      * the row tile row_at names), each sent once it is in. The buffer is free at the walk's start and after each part
      * but the last (the next walk's start frees that one). */
     template <class A>
-    static __device__ __forceinline__ void send_walk(const A &a, int w, int lane, uint32_t buf, long bh, long j0, long i_begin)
+    static __device__ __forceinline__ void send_walk(const A &a, int w, int lane, uint32_t buf, long bh, long j0, long i_begin,
+                                                     long i_end)
     {
         constexpr int BR = A::C::BR, QB = BR / 64, DB = A::D / 64;
-        const long N = a.N, Npad = a.Npad;
+        const long Npad = a.Npad;
         float *dq_acc = a.dq_acc;
         asm volatile("bar.arrive %0, 160;\n" ::"r"(6 + w) : "memory");     // the buffer starts free
-        for (long i0 = i_begin; i0 < N; i0 += BR) {
+        for (long i0 = i_begin; i0 < i_end; i0 += BR) {
             asm volatile("bar.sync %0, 160;\n" ::"r"(4 + w) : "memory");   // the part is in
             if (lane == 0) {
                 const long blk = (bh * (Npad / 64) + A::P::row_at(a, i0, j0) / 64 + (QB == 2 ? w : 0)) * DB + (DB == 2 ? w : 0);
@@ -84,7 +86,7 @@ struct B10Policy : B8Policy {
                 bulk_wait_read();                                              // the engine has read the buffer
             }
             __syncwarp();
-            if (i0 + BR < N) asm volatile("bar.arrive %0, 160;\n" ::"r"(6 + w) : "memory");   // free for the next part
+            if (i0 + BR < i_end) asm volatile("bar.arrive %0, 160;\n" ::"r"(6 + w) : "memory");   // free for the next part
         }
     }
     /* The part into shared memory in the accumulator's tiled layout, once the writer warp has sent the last one; the

@@ -67,6 +67,14 @@ struct B11Policy : B10Policy {
     {
         return a.causal ? j0 / A::C::BR * A::C::BR : 0L;
     }
+    /* The tickets a launch hands out, and the walk of each: one per (head, K/V tile), the whole walk (kernel 20 splits
+     * the last round's). */
+    template <class A> static __device__ __forceinline__ unsigned ticket_count(const A &a) { return a.items; }
+    template <class A> static __device__ __forceinline__ BwdWalk walk_of(const A &a, unsigned ticket)
+    {
+        const long bh = (long)(ticket / a.kv_tiles), jt = (long)(ticket % a.kv_tiles);
+        return {bh, jt, first_row(a, jt * A::C::BC), a.N, -1};
+    }
 
     template <class A> static __device__ __forceinline__ void init_barriers(const A &a)
     {
@@ -78,9 +86,10 @@ struct B11Policy : B10Policy {
     }
     /* Thread 0: item after item, from the counter; each ticket goes into slot item % 2 of the ring for the others. */
     template <class A, class F>
-    static __device__ __forceinline__ void produce_items(const A &a, F &produce, long bh, long j0, long i_begin, long &it)
+    static __device__ __forceinline__ void produce_items(const A &a, F &produce, long bh, long j0, long i_begin,
+                                                         long i_end, long &it)
     {
-        (void)bh, (void)j0, (void)i_begin;
+        (void)bh, (void)j0, (void)i_begin, (void)i_end;
         constexpr int BC = A::C::BC;
         volatile unsigned *tickets = B11Policy::tickets(a);
         unsigned ticket = atomicAdd(&g_bwd_tickets[a.slot], 1u);
@@ -89,7 +98,7 @@ struct B11Policy : B10Policy {
             mbar_wait(empty_t(a) + 8 * slot, (int)((item / 2) & 1) ^ 1);
             tickets[slot] = ticket;
             mbar_arrive(full_t(a) + 8 * slot);
-            if (ticket >= a.items) {              // past the last item: the last block to stop resets the slot
+            if (ticket >= A::P::ticket_count(a)) {   // past the last item: the last block to stop resets the slot
                 __threadfence();                  // as kernel 18's tickets_done: the tickets, the count, the reset
                 if (atomicAdd(&g_bwd_done[a.slot], 1u) == gridDim.x - 1) {
                     __threadfence();
@@ -98,9 +107,9 @@ struct B11Policy : B10Policy {
                 }
                 break;
             }
-            const long tbh = (long)(ticket / a.kv_tiles), tjt = (long)(ticket % a.kv_tiles);
+            const BwdWalk wk = A::P::walk_of(a, ticket);
             if (item > 0) mbar_wait(kv_empty(a), (int)((item - 1) & 1));   // the consumers are done with the last K_j, V_j
-            produce(tbh, tjt * BC, first_row(a, tjt * BC), it);
+            produce(wk.bh, wk.jt * BC, wk.i_begin, wk.i_end, it);
             /* The next item, taken once this one's copies are all issued, while the consumers still have its last two
              * row tiles to do (the atomic's round trip hides there). Taken at the item's start, as kernel 18 takes its
              * row tiles, a block held its next K/V tile for a whole walk (up to 256 row tiles at N = 16384), and the
@@ -109,33 +118,33 @@ struct B11Policy : B10Policy {
             ticket = atomicAdd(&g_bwd_tickets[a.slot], 1u);
         }
     }
-    /* The item in slot item % 2 of the ring (bh, jt); false past the last. Every thread that reads the ring arrives on
-     * empty_t itself (racecheck follows an mbarrier between the threads that arrive and wait, as kernel 18 found). */
-    template <class A> static __device__ __forceinline__ bool take_item(const A &a, long item, long &bh, long &jt)
+    /* The walk in slot item % 2 of the ring; false past the last. Every thread that reads the ring arrives on empty_t
+     * itself (racecheck follows an mbarrier between the threads that arrive and wait, as kernel 18 found). */
+    template <class A> static __device__ __forceinline__ bool take_item(const A &a, long item, BwdWalk &wk)
     {
         const int slot = (int)(item % 2);
         mbar_wait(full_t(a) + 8 * slot, (int)((item / 2) & 1));
         const unsigned ticket = __shfl_sync(0xffffffffu, tickets(a)[slot], 0);   // uniform: see kernel 18's note
         mbar_arrive(empty_t(a) + 8 * slot);
-        bh = (long)(ticket / a.kv_tiles), jt = (long)(ticket % a.kv_tiles);
-        return ticket < a.items;
+        wk = A::P::walk_of(a, ticket);
+        return ticket < A::P::ticket_count(a);
     }
-    /* The ring's items in order, each as its head and K/V tile: f(bh, jt). */
+    /* The ring's walks in order: f(wk). */
     template <class A, class F> static __device__ __forceinline__ void each_tile(const A &a, F &&f)
     {
         for (long item = 0;; item++) {
-            long tbh, tjt;
-            if (!take_item(a, item, tbh, tjt)) break;
-            f(tbh, tjt);
+            BwdWalk wk;
+            if (!take_item(a, item, wk)) break;
+            f(wk);
         }
     }
-    /* Warp 1 and the writer warps: f's work on each item (its head, its K/V tile's first key, its walk's first row
-     * tile), in the ring's order. */
+    /* Warp 1 and the writer warps: f's work on each item (its head, its K/V tile's first key, its walk's first step and
+     * end), in the ring's order. */
     template <class A, class F, class... X>
-    static __device__ __forceinline__ void each_item(const A &a, F &f, long bh, long j0, long i_begin, X &...x)
+    static __device__ __forceinline__ void each_item(const A &a, F &f, long bh, long j0, long i_begin, long i_end, X &...x)
     {
-        (void)bh, (void)j0, (void)i_begin;
-        each_tile(a, [&](long tbh, long tjt) { f(tbh, tjt * A::C::BC, first_row(a, tjt * A::C::BC), x...); });
+        (void)bh, (void)j0, (void)i_begin, (void)i_end;
+        each_tile(a, [&](const BwdWalk &wk) { f(wk.bh, wk.jt * A::C::BC, wk.i_begin, wk.i_end, x...); });
     }
     /* After the walk: K_j, V_j read for the last time; the next item's may load. */
     template <class A>
@@ -145,8 +154,8 @@ struct B11Policy : B10Policy {
         mbar_arrive(kv_empty(a));
     }
 
-    /* The grid: one block per SM (asked once), or one per item if there are fewer. */
-    static long grid(long items, const char *who)
+    /* The GPU's SMs (asked once). */
+    static long sm_count()
     {
         static int sms = 0;
         if (sms == 0) {
@@ -154,6 +163,12 @@ struct B11Policy : B10Policy {
             CUDA_CHECK(cudaGetDevice(&dev));
             CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
         }
+        return sms;
+    }
+    /* The grid: one block per SM, or one per item if there are fewer. */
+    static long grid(long items, const char *who)
+    {
+        const long sms = sm_count();
         if (items > 0x7fffffffL) {
             fprintf(stderr, "%s: %s: %ld K/V tiles, more than its 32-bit tickets count\n", g_prog, who, items);
             return -1;

@@ -50,6 +50,13 @@ struct B13Policy : B12Policy {
         tma_stores_written(ranges, bytes, s);
     }
 
+    /* Whether the writer sends the walk's dK and dV: every walk's (kernel 20: not a part's that hands them on). */
+    template <class A> static __device__ __forceinline__ bool stores_dkdv(const A &a, const BwdWalk &wk)
+    {
+        (void)a, (void)wk;
+        return true;
+    }
+
     /* Warpgroup w's buffers for dK_w and dV_w (64 keys x D, in boxes of 64 columns, 128-byte swizzle). */
     template <class A> static __device__ __forceinline__ uint32_t dk_buf(const A &a, int w)
     {
@@ -87,18 +94,20 @@ struct B13Policy : B12Policy {
     /* Writer warp 2 + w: walk after walk, kernel 10's dQ parts, then dK_w and dV_w of the walk (keys j0 + 64 w ..):
      * the buffer freed after the last part (the consumers put dV there), then one box per 64 columns of each, sent
      * once they are in; the next walk's start frees the buffer again once the engine has read them. */
-    template <class A> static __device__ __forceinline__ void other_warps(const A &a, long bh, long j0, long i_begin)
+    template <class A>
+    static __device__ __forceinline__ void other_warps(const A &a, long bh, long j0, long i_begin, long i_end)
     {
         using C = typename A::C;
-        (void)bh, (void)j0, (void)i_begin;
+        (void)bh, (void)j0, (void)i_begin, (void)i_end;
         if (threadIdx.x / 32 >= 2) {
             const int w = threadIdx.x / 32 - 2, lane = threadIdx.x % 32;
             const uint32_t buf = a.base + C::OFF_DQ + w * DQ_PART * 4;
-            each_tile(a, [&](long tbh, long tjt) {  // kernel 11's ring: the stores need the tile, not only its walk
-                send_walk(a, w, lane, buf, tbh, tjt * C::BC, first_row(a, tjt * C::BC));
+            each_tile(a, [&](const BwdWalk &wk) {  // kernel 11's ring: the stores need the tile, not only its walk
+                const long tbh = wk.bh, tjt = wk.jt;
+                send_walk(a, w, lane, buf, tbh, tjt * C::BC, wk.i_begin, wk.i_end);
                 asm volatile("bar.arrive %0, 160;\n" ::"r"(6 + w) : "memory");   // the last part is read: free
                 asm volatile("bar.sync %0, 160;\n" ::"r"(4 + w) : "memory");     // dK_w, dV_w are in
-                if (lane == 0) {
+                if (lane == 0 && A::P::stores_dkdv(a, wk)) {   // kernel 20: not a part that hands its sums on
                     const int key = (int)(tjt * C::BC + 64 * w);
 #pragma unroll
                     for (int blk = 0; blk < A::D / 64; blk++) {

@@ -252,7 +252,7 @@ const char *wgmma_unavailable(void)
         const int ok = major == 9 && minor == 0 && gpu_probe(wgmma_probe);
         state = !ok;
         if (!ok)
-            snprintf(why, sizeof why, "Hopper's wgmma and TMA (kernels 10-52, backward 5-19, FP8) need compute capability "
+            snprintf(why, sizeof why, "Hopper's wgmma and TMA (kernels 10-52, backward 5-20, FP8) need compute capability "
                      "9.0 and an sm_90a build (this GPU: %d.%d%s)", major, minor,
                      major == 9 && minor == 0 ? ", built without sm_90a: make CUDA_ARCH=sm_90" : "");
     }

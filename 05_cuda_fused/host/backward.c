@@ -429,6 +429,10 @@ static void grid_extras(void *ctx, int dt, int b, long D)
      * (its dK, dV restarted, the next K_j loaded under the last one's end) would go unchecked. */
     for (int causal = 0; causal < 2; causal++)
         check_case(only, dt, 4, 24, 257, D, causal, 7900 + 101 * (uint64_t)dt + 3 * (uint64_t)b + (uint64_t)causal);
+    /* A last round split into parts (backward kernel 20, not causal): 30 heads x 5 tiles = 150 K/V tiles of 5 row
+     * tiles (D = 64) or 10 (D = 128) on 132 SMs (an H100 or H200) leave 18 for the last round, which it cuts in five
+     * parts each; the parts' sums meet in the last part. */
+    check_case(only, dt, 3, 10, 600, D, 0, 7920 + 101 * (uint64_t)dt + 3 * (uint64_t)b);
     /* More heads than a grid has rows (65535): the side passes (bwd_prep.cu) give each head a grid row and
      * stride past that many, so a head after the 65535th is the one a missing stride would leave unwritten
      * (poisoned: a FAIL), and a pass that refused so many heads would be a launch not run (a FAIL too, not a
@@ -940,20 +944,25 @@ int bwd_run_sanitize(const Opts *o)
         }
     /* The persistent backward kernels (.persistent) once more where their blocks take several K/V tiles each (B = 4,
      * H = 24, N = 257: 288 tiles, more than any GPU's SMs): the ticket ring, kv_empty and a second item's K_j, V_j
-     * are only exercised there. */
+     * are only exercised there; and, not causal, where backward kernel 20 splits the last round on 132 SMs (B = 3,
+     * H = 10, N = 600, the check's case: its parts' sums meet in global memory). */
+    static const struct { long B, H, N; int causal; const char *why; } many[] = {
+        {4, 24, 257, 0, " B=4 H=24 (several K/V tiles per block)"}, {4, 24, 257, 1, " B=4 H=24 (several K/V tiles per block)"},
+        {3, 10, 600, 0, " B=3 H=10 (the last round split)"}};
     for (int i = 0; i < nb; i++) {
         if (!bs[i]->persistent || !opts_kernel(o, bs[i]->id)) continue;
         for (long D = 64; D <= 128; D += 64) {
             const FusedKernel *fk = fwd_with_l(DT_FP16, D);
             if (!fk || !bwd_runs(bs[i], DT_FP16, D) || !bwd_fits(bs[i], DT_FP16, D)) continue;
-            for (int causal = 0; causal < 2; causal++) {
+            for (size_t c = 0; c < sizeof many / sizeof many[0]; c++) {
                 Problem p;
-                bp_make(&p, 4, 24, 257, D, DT_FP16, causal, 11);
+                const int causal = many[c].causal;
+                bp_make(&p, many[c].B, many[c].H, many[c].N, D, DT_FP16, causal, 11);
                 problem_need_L(&p);
                 if (fk->launch_l(p.Q, p.K, p.V, p.O, p.L, p.B, p.H, p.N, D, DT_FP16, causal, NULL) != 0) return EXIT_FAIL;
                 gpu_sync_check();
-                printf("ran kernel %d with L fp16 B=4 H=24 N=257 D=%ld%s\n", fk->id, D, causal ? " causal" : "");
-                if (san_run(bs[i], &p, " B=4 H=24 (several K/V tiles per block)") != 0) return EXIT_FAIL;
+                printf("ran kernel %d with L fp16 B=%ld H=%ld N=%ld D=%ld%s\n", fk->id, p.B, p.H, p.N, D, causal ? " causal" : "");
+                if (san_run(bs[i], &p, many[c].why) != 0) return EXIT_FAIL;
                 ran++;
                 problem_free(&p);
             }

@@ -1,0 +1,209 @@
+/*
+ * Backward kernel 20: backward kernel 19 with the last round's walks split into parts.
+ *
+ * Extends backward kernel 19 (bwd19_diagonal_start.cu). The idea: a persistent launch walks its K/V tiles in rounds,
+ * one walk per SM at a time, and FlashAttention's shapes give the backward 2048 walks at D = 128 (4096 at D = 64) at
+ * every N: on the H200's 132 SMs that is 15 rounds and a last one of 68 walks (4 at D = 64), during which the other
+ * SMs have nothing to do. Not causal every walk is as long as every other, so the last round costs a whole walk's
+ * time: 1 of 16 rounds (1 of 32 at D = 64). Here the last round's walks are cut into parts, a few row tiles each, that
+ * the idle SMs take from the same counter. A part's dK and dV are sums over its row tiles only: every part but the
+ * last writes its sums to global memory (fp32) and counts itself done; the last part waits for the count, adds the
+ * others' sums to its own in part order, and stores dK and dV as every walk does. How many parts (bwd_split_plan): as
+ * few as make the tail shortest, counting each part two row tiles for what it pays once (its K_j and V_j, a pipeline
+ * to fill, its sums to write or read); at FlashAttention's N = 8192, D = 128, five parts of 25-26 row tiles.
+ * Causal walks are of different lengths, longest first, and are not split.
+ * Why: Nsight Compute of kernel 19 at N = 8192, D = 128 (B = 2, H = 16): the SMs active in 95.2% of the kernel's
+ * cycles, cuDNN's in 95.3% (RESULTS.md#bwd-19-profile); the rounds' arithmetic says a last round of 68 walks on 132
+ * SMs idles half the GPU for one sixteenth of the kernel.
+ * What it costs: one more kind of ticket (a part), an atomic a split walk and a wait in its last part; the parts'
+ * sums in the workspace (128 KB a part at D = 128: 35 MB at N = 8192); dK and dV add their row tiles in another order
+ * where a walk is split (not causal: own_order), the same from run to run.
+ * Measured: RESULTS.md#bwd-20.
+ */
+#ifndef RUNG
+#define RUNG 20         // this file is the one compiled: its launcher and registry entry (the end) are built
+#endif
+#include "bwd19_diagonal_start.cu" // the rung this one extends (.extends = 19): its body and its policy
+
+// --- the idea ----------------------------------------------------------------------
+
+/* Which walks are split, and into how many parts: items walks of `rows` row tiles each on `grid` persistent blocks.
+ * The launcher (the workspace) and every thread of the kernel compute it alike. */
+struct BwdSplit {
+    long split_from;                              // the first walk that is split (items: none)
+    int parts;                                    // its parts (1: none)
+};
+enum {
+    BWD_SPLIT_PARTS = 8,                          // at most, a walk
+    BWD_SPLIT_FIXED = 2,                          // what a part pays once, in row tiles (the header says what)
+    BWD_SPLIT_WALKS = 256,                        // at most, split walks: the last round of up to 257 SMs
+};
+__host__ __device__ inline BwdSplit bwd_split_plan(long items, long grid, long rows, int causal)
+{
+    BwdSplit p = {items, 1};
+    const long r = items % grid;                  // the last round's walks
+    if (causal || items <= grid || r == 0 || r > BWD_SPLIT_WALKS) return p;
+    long best = rows;                             // the last round whole: a walk's time, in row tiles
+    for (int s = 2; s <= BWD_SPLIT_PARTS && s <= rows; s++) {
+        const long rounds = (r * s + grid - 1) / grid, cost = rounds * ((rows + s - 1) / s + BWD_SPLIT_FIXED);
+        if (cost < best) best = cost, p.parts = s;
+    }
+    if (p.parts > 1) p.split_from = items - r;
+    return p;
+}
+
+/* A count raised with release at the GPU's scope, read with bwd.cuh's ld_acquire_gpu (kernel 9's): the sums stored
+ * before the release are seen by whoever reads the count after it. */
+__device__ __forceinline__ void red_release_gpu_add(unsigned *p, unsigned v)
+{
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+namespace {   // as kernel 19's policy (kernel 11's counters)
+/* Per launch slot (kernel 11's), the parts of each split walk that have written their sums: zero between launches
+ * (each walk's last part puts its count back). [[maybe_unused]]: off Hopper the kernel's body is compiled out. */
+[[maybe_unused]] static __device__ unsigned g_bwd_parts_done[BWD_SLOTS][BWD_SPLIT_WALKS];
+
+struct B20Policy : B19Policy {
+    /* After kernel 11's ring of tickets, the plan (split_from and parts as two ints) and where the sums go (floats
+     * into the workspace past dQ's accumulator, B H Npad D), worked out once by thread 0 as it sets up the
+     * mbarriers: their 64-bit divisions are calls, and in the consumers, beside dK and dV, they spilled. */
+    static constexpr int ITEM_SMEM = B19Policy::ITEM_SMEM + 16;
+    template <class A> static __device__ __forceinline__ int *plan_s(const A &a)
+    {
+        return reinterpret_cast<int *>(a.base_ptr + (empty_t(a) + 16 + 8 - a.base));
+    }
+    template <class A> static __device__ __forceinline__ long *slots_s(const A &a)
+    {
+        return reinterpret_cast<long *>(a.base_ptr + (empty_t(a) + 16 + 16 - a.base));
+    }
+    template <class A> static __device__ __forceinline__ void init_barriers(const A &a)
+    {
+        B19Policy::init_barriers(a);
+        const BwdSplit p = bwd_split_plan(a.items, gridDim.x, (a.N + A::C::BR - 1) / A::C::BR, a.causal);
+        plan_s(a)[0] = (int)p.split_from, plan_s(a)[1] = p.parts;   // items < 2^31: kernel 11's grid says so
+        *slots_s(a) = (long)(a.items / a.kv_tiles) * a.Npad * A::D;
+    }
+    template <class A> static __device__ __forceinline__ BwdSplit plan(const A &a)
+    {
+        return {plan_s(a)[0], plan_s(a)[1]};
+    }
+    /* The tickets: one per walk up to the split, then one per part. */
+    template <class A> static __device__ __forceinline__ unsigned ticket_count(const A &a)
+    {
+        const BwdSplit p = plan(a);
+        return (unsigned)(p.split_from + ((long)a.items - p.split_from) * p.parts);
+    }
+    /* Ticket t: walk t whole below the split; past it, part t' % parts of walk split_from + t' / parts (t' = t -
+     * split_from), its row tiles part * rows / parts .. (part + 1) * rows / parts (steps: kernel 19 rotates them). */
+    template <class A> static __device__ __forceinline__ BwdWalk walk_of(const A &a, unsigned ticket)
+    {
+        const BwdSplit p = plan(a);
+        if ((long)ticket < p.split_from) return B19Policy::walk_of(a, ticket);
+        /* 32-bit: fewer than 2^11 parts, and rows times 8 below 2^31 */
+        const unsigned t = ticket - (unsigned)p.split_from, parts = (unsigned)p.parts, x = t / parts, part = t % parts;
+        BwdWalk wk = B19Policy::walk_of(a, (unsigned)p.split_from + x);
+        constexpr int BR = A::C::BR;
+        const unsigned rows = (unsigned)((a.N + BR - 1) / BR);
+        wk.i_begin = (long)(part * rows / parts) * BR;
+        wk.i_end = (long)((part + 1) * rows / parts) * BR;
+        wk.part = (int)part;
+        return wk;
+    }
+    /* The writer sends dK and dV of a whole walk and of a split walk's last part. */
+    template <class A> static __device__ __forceinline__ bool stores_dkdv(const A &a, const BwdWalk &wk)
+    {
+        return wk.part < 0 || wk.part == plan(a).parts - 1;
+    }
+
+    /* The consumers, after the walk. A part but the last: its sums (dk unscaled, dv) to its slot, element n of
+     * consumer thread c at n * 256 + c (a warp's 32 lanes side by side), the count up once all 256 threads' stores
+     * are out, then only the writer's handshake (kernel 13's barriers, nothing staged). The last part: the count
+     * awaited, the others' sums added in part order, then kernel 13's store. */
+    template <class A>
+    static __device__ __forceinline__ void store_dkdv(const A &a, const BwdWgThread &w, float *dk, float *dv)
+    {
+        if (w.part >= 0) {
+            constexpr int V = A::D / 2;           // floats of dK (and of dV) a consumer thread holds
+            const BwdSplit p = plan(a);
+            const long x = w.bh * a.kv_tiles + w.jt - p.split_from;   // the split walk's index
+            const int c = (int)threadIdx.x - 128;
+            float *slots = a.dq_acc + *slots_s(a);   // after dQ's accumulator
+            unsigned *done = &g_bwd_parts_done[a.slot][x];
+            if (w.part < p.parts - 1) {
+                float *mine = slots + (x * (p.parts - 1) + w.part) * (2 * V * 256) + c;
+#pragma unroll
+                for (int n = 0; n < V; n++) __stcg(mine + n * 256, dk[n]), __stcg(mine + (V + n) * 256, dv[n]);
+                __threadfence();
+                asm volatile("bar.sync 1, 256;\n" ::: "memory");   // the 256 consumer threads' sums are all out
+                if (c == 0) red_release_gpu_add(done, 1u);
+                asm volatile("bar.sync %0, 160;\n" ::"r"(6 + w.wg) : "memory");   // kernel 13's handshake, no stores
+                asm volatile("bar.arrive %0, 160;\n" ::"r"(4 + w.wg) : "memory");
+                return;
+            }
+            if (c == 0) {
+                while (ld_acquire_gpu(done) < (unsigned)(p.parts - 1)) {
+                }
+                *done = 0u;                       // zero for the next launch on this slot (nothing else reads it now)
+            }
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");   // the count seen by thread 0: the sums are out
+            __threadfence();
+            for (int q = 0; q < p.parts - 1; q++) {
+                const float *other = slots + (x * (p.parts - 1) + q) * (2 * V * 256) + c;
+#pragma unroll
+                for (int n = 0; n < V; n++) dk[n] += __ldcg(other + n * 256), dv[n] += __ldcg(other + (V + n) * 256);
+            }
+        }
+        B19Policy::store_dkdv(a, w, dk, dv);
+    }
+
+    /* Kernel 10's workspace, then the split walks' sums: (parts - 1) slots a split walk, 1024 D bytes each. */
+    static size_t workspace(long B, long H, long N, long D, int dtype)
+    {
+        const long BR = D == 64 ? 128 : 64, BC = 128, items = B * H * ((N + BC - 1) / BC), sms = sm_count();
+        const BwdSplit p = bwd_split_plan(items, items > sms ? sms : items, (N + BR - 1) / BR, 0);
+        return B19Policy::workspace(B, H, N, D, dtype) + (size_t)(items - p.split_from) * (p.parts - 1) * D * 1024;
+    }
+
+    static const char *desc_items()
+    {
+        return "one block per SM taking K/V tiles from a counter, the next one loading under this one's end, the last "
+               "round's walks in parts; ";
+    }
+};
+} // namespace
+
+// --- the launcher -------------------------------------------------------------------
+
+#if RUNG == 20
+static int b20_launch(const void *q, const void *k, const void *v, const void *o, const void *dout, const float *L,
+                      void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D, int dtype, int causal,
+                      void *stream)
+{
+    return wg_launch<B20Policy>(20, q, k, v, o, dout, L, dq, dk, dv, ws, B, H, N, D, dtype, causal, stream);
+}
+
+static void b20_describe(long D, int dtype, char *buf, size_t n)
+{
+    (void)dtype;
+    wg_describe<B20Policy>(D, buf, n);
+}
+
+/* Not causal, a split walk's dK and dV add their parts' sums (and at D = 128 every walk its rotated row tiles) in
+ * this kernel's own order (the checks: kernels.h). */
+static int b20_own_order(long D, int causal)
+{
+    (void)D;
+    return !causal;
+}
+
+static const BackwardKernel bwd20 = {
+    .id = 20, .extends = 19, .name = "last round split",
+    .idea = "kernel 19 with the last round's walks, not causal, split into parts on the idle SMs, the last part adding "
+            "the others' dK and dV",
+    .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
+    .workspace = B20Policy::workspace, .launch = b20_launch, .describe = b20_describe,
+    .unavailable = wgmma_unavailable, .dkdv_as = 5, .own_order = b20_own_order, .persistent = 1,
+};
+BWD_REGISTER(bwd20);
+#endif
