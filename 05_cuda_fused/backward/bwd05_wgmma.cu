@@ -150,8 +150,9 @@ template <int D_, typename T_, class P_> struct BwdWgArgs {
     uint32_t kv_full, full, empty;                // the mbarriers: K_j, V_j landed; stage s full; stage s free
 };
 
-/* A walk: K/V tile jt of head bh over its steps i_begin, i_begin + BR, ... below i_end. Kernels 5-19 walk a K/V tile
- * whole, to N; kernel 20 splits the last round's walks into parts (part: which one, -1 for a whole walk). */
+/* A walk: K/V tile jt of head bh over its steps i_begin, i_begin + BR, ... below i_end, the rows the producer loads
+ * and the writers add into. Kernels 5-19 walk a K/V tile whole, to N; kernel 20 splits the last round's walks into
+ * parts (part: which one, -1 for a whole walk). The consumers see only steps: first_step. */
 struct BwdWalk {
     long bh, jt, i_begin, i_end;
     int part;
@@ -162,10 +163,9 @@ struct BwdWgThread {
     int wg, wiw, lane, g, t;                      // consumer warpgroup 0-1, its warp 0-3, lane = 4 g + t
     int qblk, dblk;                               // its warpgroup's 64 x 64 part of dQ_i: query block, head-dim block
     uint32_t k_w, v_w;                            // K_w, V_w: its warpgroup's 64 keys of K_j, V_j
-    long bh, jt, i_begin, i_end;                  // the item: (batch, head), K/V tile, its walk's first step and end
+    long bh, jt, i_begin;                         // the item: (batch, head), K/V tile, its walk's first step (first_step)
     long kw0, key0;                               // its warpgroup's first key; this lane's: key0 (rows g) and key0 + 8
     float *dq_part;                               // kernels 10-19: its warpgroup's buffer for dQ's part (shared memory)
-    int part;                                     // kernel 20: the walk's part (BwdWalk)
 };
 
 /* A consumer's row tile: its queries, its stage of the ring, and ds^T's buffer. */
@@ -262,6 +262,12 @@ struct B5Policy {
     {
         (void)a, (void)item, (void)wk;
         return true;
+    }
+    /* The consumers' first step of walk wk, which they walk to N: its first row tile (kernel 20: a part's steps). */
+    template <class A> static __device__ __forceinline__ long first_step(const A &a, const BwdWalk &wk)
+    {
+        (void)a;
+        return wk.i_begin;
     }
     /* Pair n of L_i log2 e and of Delta_i for this lane's queries 8 n + 2 t and 8 n + 2 t + 1, read from the stage
      * where they are used (kernel 17 reads the first pair ahead: stage_landed). Called by kernels 8-19's p_ds. */
@@ -523,13 +529,13 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
     do {
         BwdWalk wk = {bh, jt, i_begin, N, -1};           // kernels 5-10: the block's, as above
         if (!P::take_item(a, item, wk)) break;            // past the last item
-        const long bh = wk.bh, jt = wk.jt, i_begin = wk.i_begin, i_end = wk.i_end;   // this item's
+        const long bh = wk.bh, jt = wk.jt, i_begin = P::first_step(a, wk);   // this item's
         const int kv_phase = (int)(item & 1);             // K_j, V_j's phase on kv_full
         const long j0 = jt * BC;
         const long kw0 = j0 + 64 * wg;                // this warpgroup's 64 keys
         const long key0 = kw0 + 16 * wiw + g;         // this lane's keys: key0 (accumulator rows g) and key0 + 8
-        const BwdWgThread w = {wg, wiw, lane, g, t, qblk, dblk, k_w, v_w, bh, jt, i_begin, i_end, kw0, key0,
-                                 reinterpret_cast<float *>(base_ptr + C::OFF_DQ) + wg * P::DQ_PART, wk.part};
+        const BwdWgThread w = {wg, wiw, lane, g, t, qblk, dblk, k_w, v_w, bh, jt, i_begin, kw0, key0,
+                                 reinterpret_cast<float *>(base_ptr + C::OFF_DQ) + wg * P::DQ_PART};
 
         /* dK_w, dV_w: 64 keys x D per warpgroup, fp32, for the whole walk; flat
          * (the wgmma wrappers take D/2 floats), element 4 n + e is kernel 2's dk[n][e] */
@@ -554,7 +560,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
         const float *vec_s = reinterpret_cast<const float *>(base_ptr + C::OFF_VEC);
 
         mbar_wait(kv_full, kv_phase);                     // K_j, V_j have landed
-        for (long i0 = i_begin; i0 < i_end; i0 += BR, it++) {
+        for (long i0 = i_begin; i0 < N; i0 += BR, it++) {
             const int st = (int)(it % STAGES), use = (int)((it / STAGES) & 1);
             const uint32_t q_s = base + C::OFF_Q + 2 * st * C::ROW_TILE, do_s = q_s + C::ROW_TILE;
             const uint32_t ds_s = base + C::OFF_DS + (int)(it & 1) * C::DS_TILE;

@@ -101,7 +101,7 @@ struct B12Policy : B11Policy {
     static __device__ __forceinline__ void end_walk(const A &a, const BwdWgThread &w, long it, float *dq)
     {
         using C = typename A::C;
-        if (w.i_begin < w.i_end) {
+        if (w.i_begin < a.N) {
             wgmma_fence();
             bwd_issue_dq<typename A::T, C::BC, false, A::P::DESC_ADD>(dq, a.base + C::OFF_DS + (int)((it - 1) & 1) * C::DS_TILE, a.base + C::OFF_K,
                                                w.qblk, w.dblk);

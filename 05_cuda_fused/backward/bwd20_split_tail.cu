@@ -110,6 +110,26 @@ struct B20Policy : B19Policy {
         wk.part = (int)part;
         return wk;
     }
+    /* The consumers' steps of a part: the last of a walk's steps to N, as many as the part has, the first offset by
+     * the part's number (below BR, so the count of steps is the same). Not causal, the consumers need nothing else of a
+     * step (the producer and the writers turn steps into rows), and their loop keeps kernel 19's bound, N: with the
+     * part's end and number carried round it in registers, the row tile's code grew by 80 instructions (predicates
+     * saved to registers and back) and ran 2-4.6% slower at D = 128 (RESULTS.md#bwd-20). The test of causal first
+     * tells the compiler what kernel 19's code told it: causal, the first step is the walk's first row tile (without
+     * it, the same 80 instructions). */
+    template <class A> static __device__ __forceinline__ long first_step(const A &a, const BwdWalk &wk)
+    {
+        return a.causal || wk.part < 0 ? wk.i_begin : a.N - (wk.i_end - wk.i_begin) + wk.part;
+    }
+    /* The part of the walk whose consumers' first step is `first`, -1 for a whole walk (not causal, its first step is
+     * 0): the steps to N are ceil((N - first) / BR), and first is N less that many BR, plus the part. */
+    template <class A> static __device__ __forceinline__ int part_of(const A &a, long first)
+    {
+        constexpr int BR = A::C::BR;
+        if (a.causal || first == 0) return -1;
+        const long steps = (a.N - first + BR - 1) / BR;
+        return (int)(first - (a.N - steps * BR));
+    }
     /* The writer sends dK and dV of a whole walk and of a split walk's last part. */
     template <class A> static __device__ __forceinline__ bool stores_dkdv(const A &a, const BwdWalk &wk)
     {
@@ -123,15 +143,16 @@ struct B20Policy : B19Policy {
     template <class A>
     static __device__ __forceinline__ void store_dkdv(const A &a, const BwdWgThread &w, float *dk, float *dv)
     {
-        if (w.part >= 0) {
+        const int part = part_of(a, w.i_begin);
+        if (part >= 0) {
             constexpr int V = A::D / 2;           // floats of dK (and of dV) a consumer thread holds
             const BwdSplit p = plan(a);
             const long x = w.bh * a.kv_tiles + w.jt - p.split_from;   // the split walk's index
             const int c = (int)threadIdx.x - 128;
             float *slots = a.dq_acc + *slots_s(a);   // after dQ's accumulator
             unsigned *done = &g_bwd_parts_done[a.slot][x];
-            if (w.part < p.parts - 1) {
-                float *mine = slots + (x * (p.parts - 1) + w.part) * (2 * V * 256) + c;
+            if (part < p.parts - 1) {
+                float *mine = slots + (x * (p.parts - 1) + part) * (2 * V * 256) + c;
 #pragma unroll
                 for (int n = 0; n < V; n++) __stcg(mine + n * 256, dk[n]), __stcg(mine + (V + n) * 256, dv[n]);
                 __threadfence();
