@@ -92,13 +92,13 @@ for n, s in (("dq", (2, 8, 4, 128)), ("dk", (2, 2, 300, 128)), ("dv", (2, 2, 300
     race-backward)
             run bench_backward_fp16 ./step05 --bench --backward --dtype fp16 --repeat 5 --csv "$out/bench_backward_fp16.csv"
             sdpa sdpa_backward_fp16 "$out/sdpa_backward_fp16.csv" --backward
-            run bench_backward_fp16_causal ./step05 --bench --backward --dtype fp16 --causal --kernel 8-19 --repeat 5 \
+            run bench_backward_fp16_causal ./step05 --bench --backward --dtype fp16 --causal --kernel 8-20 --repeat 5 \
                 --csv "$out/bench_backward_fp16_causal.csv"
             sdpa sdpa_backward_fp16_causal "$out/sdpa_backward_fp16_causal.csv" --backward --causal
-            run bench_backward_bf16 ./step05 --bench --backward --dtype bf16 --kernel 8-19 --repeat 5 \
+            run bench_backward_bf16 ./step05 --bench --backward --dtype bf16 --kernel 8-20 --repeat 5 \
                 --csv "$out/bench_backward_bf16.csv"
             sdpa sdpa_backward_bf16 "$out/sdpa_backward_bf16.csv" --backward --dtype bf16
-            run bench_backward_bf16_causal ./step05 --bench --backward --dtype bf16 --causal --kernel 8-19 --repeat 5 \
+            run bench_backward_bf16_causal ./step05 --bench --backward --dtype bf16 --causal --kernel 8-20 --repeat 5 \
                 --csv "$out/bench_backward_bf16_causal.csv"
             sdpa sdpa_backward_bf16_causal "$out/sdpa_backward_bf16_causal.csv" --backward --dtype bf16 --causal ;;
     race-rest)

@@ -5,14 +5,15 @@ come from their registry entries in 05_cuda_fused/*/ (the `.idea = "..."` line),
   step05_h200.txt            ./step05 on the H200's own build (the first screen)
   bench_h200_fp16.csv        ./step05 --bench --dtype fp16: every fp16 kernel at FlashAttention's shapes
   sdpa_h200_fp16.csv         plots/sdpa_reference.py: FlashAttention-2 and cuDNN at the same shapes, the same call
-  bench_backward_b2_19_h200_fp16.csv  every backward kernel at N = 512..4096 (--seq 4096): the kernel-by-kernel table
+  bench_backward_b2_20_h200_fp16.csv  every backward kernel at N = 512..4096 (--seq 4096): the kernel-by-kernel table
   bench_short_h200_fp16[_causal].csv, sdpa_short_h200_fp16[_causal].csv:
                              N = 512..2048 (--bench --seq 2048), kernels and SDPA in one call, causal and not
-  bench_backward_b15_19_h200_fp16[_causal].csv, sdpa_backward_b15_19_h200_fp16[_causal].csv: backward kernels 15-19
+  bench_backward_b15_20_h200_fp16[_causal].csv, sdpa_backward_b15_20_h200_fp16[_causal].csv: backward kernels 15-20
                              and SDPA at every N, causal and not, one call (the short table's backward columns too)
   05_cuda_fused/forward/runs/[k39_o_tma/]h200_ncu_*: Nsight Compute beside cuDNN (the instructions each executed)
-  05_cuda_fused/runs/aims_one_call*/, backward/runs/k19_diagonal_start/[profile_n8192/]: every run of backward
-                             kernel 19 beside cuDNN (cuDNN's largest lead), and its profile beside cuDNN's at N = 8192
+  05_cuda_fused/runs/aims_one_call*/, backward/runs/k20_split_tail/: every run of the last backward kernel beside
+                             cuDNN (cuDNN's largest lead); backward/runs/k19_diagonal_start/profile_n8192/: kernel 19's
+                             profile beside cuDNN's at N = 8192
   bench_backward_h200_fp16.csv, sdpa_backward_h200_fp16.csv      the gallery's backward run beside cuDNN
   05_cuda_fused/fp8/runs/k48_o_by_tma/profile/: FP8 kernel 48 under Nsight Compute at N = 4096, D = 128
   decode_h200_fp16.csv, sdpa_decode_h200_fp16.csv                decode against a KV cache
@@ -200,14 +201,14 @@ def share(r):
 @part("s05-short")
 def short_vs():
     """The short sequences (N = 512..2048), forward and backward, causal and not: the best kernel against cuDNN, each
-    kernel run beside the SDPA run of its call (the forward's call, and the backward's of kernels 15-19)."""
+    kernel run beside the SDPA run of its call (the forward's call, and the backward's of kernels 15-20)."""
     cols = [("", "bench"), ("", "bench"), ("_backward", "bench_backward"), ("_backward", "bench_backward")]
     names = []
     body = {(D, N): [f"D = {D}", f"{N}"] for D in (64, 128) for N in (512, 1024, 2048)}
     for x, (kind, mode) in enumerate(cols):
         causal = x % 2
         c = "_causal" if causal else ""
-        if kind:   # the backward: the run of kernels 15-19 at every N, its N <= 2048
+        if kind:   # the backward: the run of kernels 15-20 at every N, its N <= 2048
             bench, sdpa = f"bench{BWD_LAST}{c}.csv", f"sdpa{BWD_LAST}{c}.csv"
         else:
             bench, sdpa = (f"{w}_short_h200_fp16{c}.csv" for w in ("bench", "sdpa"))
@@ -232,13 +233,13 @@ def short_vs():
                   ["---", "---:", "---:", "---:", "---:", "---:"]) +
             f"\n\n<sub>the best kernel / cuDNN, TFLOP/s, fp16, in bold where cuDNN is ahead; {machines.pop()}: " +
             "; ".join(f"`{c}`" for c in cmds) + f", each also with `--causal` (runs {links}); the backward: the runs "
-            "of B15-B19's table below</sub>")
+            "of B15-B20's table below</sub>")
 
 
 # --- the backward ------------------------------------------------------------------------------------------------
 
-BWD_TABLE = "bench_backward_b2_19_h200_fp16.csv"   # the kernel-by-kernel table: every rung, N up to 4096
-BWD_LAST = "_backward_b15_19_h200_fp16"     # bench..., sdpa... [_causal].csv: kernels 15-19 beside cuDNN, every N
+BWD_TABLE = "bench_backward_b2_20_h200_fp16.csv"   # the kernel-by-kernel table: every rung, N up to 4096
+BWD_LAST = "_backward_b15_20_h200_fp16"     # bench..., sdpa... [_causal].csv: kernels 15-20 beside cuDNN, every N
 NS = (512, 1024, 2048, 4096, 8192, 16384)
 
 
@@ -260,14 +261,14 @@ def vs_cudnn(bench, sdpa, D=128, kernels=None):
 
 
 def last_vs_cudnn(causal, D=128):
-    """vs_cudnn of kernels 15-19 in the gallery's run."""
+    """vs_cudnn of kernels 15-20 in the gallery's run."""
     c = "_causal" if causal else ""
     return vs_cudnn(f"bench{BWD_LAST}{c}.csv", f"sdpa{BWD_LAST}{c}.csv", D)
 
 
 @part("s05-backward-last")
 def backward_last():
-    """The run's last two backward kernels (of 15-19) at D = 128 beside cuDNN at every N, and the run's best kernel's
+    """The run's last two backward kernels (of 15-20) at D = 128 beside cuDNN at every N, and the run's best kernel's
     share of cuDNN, causal too."""
     rs, ss = rows(f"bench{BWD_LAST}.csv", mode="bench_backward"), rows(f"sdpa{BWD_LAST}.csv", mode="bench_backward")
     body = [[f"B{k}"] + [fmt(tf(pick(rs, kernel=k, N=N, D=128))) for N in NS] for k in run_kernels(rs)[-2:]]
@@ -280,39 +281,52 @@ def backward_last():
             source(f"sdpa{BWD_LAST}.csv", "cuDNN") + "; each also with `--causal`</sub>")
 
 
-# Kernel 19's run beside cuDNN before the gallery's (its code at D = 64 was not the landed one, D = 128's is).
-BWD_EARLIER = "backward/runs/k19_diagonal_start/"
-# The call that measured the three aims of the race together (05 RESULTS.md#aims): backward kernels 18 and 19 at D = 128.
-AIMS = "runs/aims_one_call/"
-
-
 # The profile's call, which timed kernel 19 beside cuDNN first (backward/RESULTS.md#bwd-19-profile).
 BWD_PROFILE = "backward/runs/k19_diagonal_start/profile_n8192/"
+# The last rung's own runs beside cuDNN at D = 128 (backward/RESULTS.md#bwd-20): (bench, sdpa) in its folder.
+BWD_LAST_RUNS = ("backward/runs/k20_split_tail/", [("bench_d128_run1.csv", "sdpa_run1.csv"),
+                                                   ("bench_d128_run2.csv", "sdpa_run2.csv"),
+                                                   ("bench_d128_run3.csv", "sdpa_run3.csv")])
 
 
 def backward_runs():
-    """Every recorded run of kernel 19 beside cuDNN at D = 128, not causal, as vs_cudnn's of the run's best kernel: the
-    gallery's two (kernels 15-19, and every kernel), the landing's, each one-call run of the three aims
-    (05_cuda_fused/runs/aims_one_call*/, found by name) and the profile's."""
-    aims = sorted(os.path.relpath(d, F05) + "/" for d in glob.glob(os.path.join(F05, "runs", "aims_one_call*")))
-    if not aims:
-        raise DataError("05_cuda_fused/runs/aims_one_call*/: no run of the three aims")
-    return ([last_vs_cudnn(0), vs_cudnn("bench_backward_h200_fp16.csv", "sdpa_backward_h200_fp16.csv"),
-             vs_cudnn(f05(f"{BWD_EARLIER}bench_backward_b15_19_h200_fp16_run1.csv"),
-                      f05(f"{BWD_EARLIER}sdpa_backward_b15_19_h200_fp16_run1.csv"))] +
-            [vs_cudnn(f05(f"{a}race_bwd_d128.csv"), f05(f"{a}race_bwd_sdpa.csv")) for a in aims] +
-            [vs_cudnn(f05(f"{BWD_PROFILE}bench_backward_d128_k19.csv"), f05(f"{BWD_PROFILE}sdpa_backward.csv"))])
+    """Every recorded run of the last backward kernel (the code's highest) beside cuDNN at D = 128, not causal, as
+    vs_cudnn's of that kernel alone: the gallery's, its record's, and each one-call run of the three aims that timed it
+    (05_cuda_fused/runs/aims_one_call*/, found by name)."""
+    last = max(family_ids("bwd"))
+    folder, pairs = BWD_LAST_RUNS
+    runs = [(f"bench{BWD_LAST}.csv", f"sdpa{BWD_LAST}.csv")] + [(f05(folder + b), f05(folder + c)) for b, c in pairs]
+    for d in sorted(glob.glob(os.path.join(F05, "runs", "aims_one_call*"))):
+        a = os.path.relpath(d, F05) + "/"
+        if last in run_kernels(rows(f05(f"{a}race_bwd_d128.csv"), mode="bench_backward")):
+            runs.append((f05(f"{a}race_bwd_d128.csv"), f05(f"{a}race_bwd_sdpa.csv")))
+    out = []
+    for b, c in runs:
+        if last not in run_kernels(rows(b, mode="bench_backward")):
+            raise DataError(f"{b}: no backward kernel {last}, the last in the code: a run from before it")
+        out.append(vs_cudnn(b, c, kernels=[last]))
+    return out
 
 
 @part("s05-backward-gap")
 def backward_gap():
-    """How far the best backward at D = 128 trails cuDNN at its worst N, not causal, over every recorded run of kernel 19
+    """How far the last backward kernel at D = 128 trails cuDNN at its worst N, not causal, over every recorded run of it
     beside cuDNN (the README's "cuDNN's largest lead": an error if it leads nowhere)."""
     gap = 100 - min(r for run in backward_runs() for r, _, _ in run.values())
     if gap <= 0:
         raise DataError("the backward's runs beside cuDNN (plots/lesson_parts/step05.py, backward_runs): cuDNN leads at "
                         "no N in any; the README's sentence says it does")
     return apart(gap, 0)
+
+
+@part("s05-backward-leads")
+def backward_leads():
+    """In how many of the last backward kernel's runs beside cuDNN (D = 128, not causal) cuDNN leads at some N, and at
+    which N: "2 of 5 runs, at N = 8192"."""
+    runs = backward_runs()
+    lead = [run for run in runs if any(r < 100 for r, _, _ in run.values())]
+    ns = sorted({N for run in lead for N, (r, _, _) in run.items() if r < 100})
+    return f"{len(lead)} of {len(runs)} runs, at N = {' and '.join(str(N) for N in ns)}"
 
 
 def pct_more_or_fewer(a, b):
