@@ -1,3 +1,5 @@
+// The plan at FlashAttention's shapes on 132 SMs: bwd_split_plan and BwdSplit copied (sed) from bwd20_split_tail.cu,
+// compiled with g++ -std=c++17 (split_plan.txt is its output).
 #define __host__
 #define __device__
 struct BwdSplit {
