@@ -7,7 +7,7 @@
 # race-forward race-backward race-rest (not in the default): the H200 race's tables and gallery, each beside
 # PyTorch's SDPA (FlashAttention-2, cuDNN) in the same call: the forward fp16 (every kernel) and fp32 (naive,
 # kernels 1-2), fp16 causal and bf16 both ways (kernels 21-52: the seven latest, so that the word fits its call);
-# the backward fp16 (every kernel), causal and bf16 (kernels 8-19); decode fp16 and bf16, FP8, step 06's --big
+# the backward fp16 (every kernel), causal and bf16 (kernels 8-20); decode fp16 and bf16, FP8, step 06's --big
 # training, step 02's memory and step 06's causal runs.
 # Each word fits one 10-minute call of a lent GPU (their times on the H200 are in 05_cuda_fused/LOG.md).
 # Each run's output goes to OUTDIR/<name>.log; a one-line summary per run to stdout.

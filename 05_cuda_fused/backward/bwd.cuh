@@ -84,7 +84,7 @@ __device__ __forceinline__ void st_release_gpu(unsigned *p, unsigned v)
 }
 
 /* The softmax recomputed and its gradient on four elements of a key-major
- * tile (kernels 2-4's mma.sync, kernels 5-19's wgmma): s[e], dp[e] of keys key0 + 8 (e / 2)
+ * tile (kernels 2-4's mma.sync, kernels 5-20's wgmma): s[e], dp[e] of keys key0 + 8 (e / 2)
  * and queries qry + e % 2, whose L log2 e and Delta are lse, dl (.x: query
  * qry, .y: qry + 1). Returns p^T and ds^T packed as the two A-fragment
  * registers of those keys: pa[0], ds[0] key key0, pa[1], ds[1] key key0 + 8.

@@ -165,7 +165,7 @@ struct BwdWgThread {
     uint32_t k_w, v_w;                            // K_w, V_w: its warpgroup's 64 keys of K_j, V_j
     long bh, jt, i_begin;                         // the item: (batch, head), K/V tile, its walk's first step (first_step)
     long kw0, key0;                               // its warpgroup's first key; this lane's: key0 (rows g) and key0 + 8
-    float *dq_part;                               // kernels 10-19: its warpgroup's buffer for dQ's part (shared memory)
+    float *dq_part;                               // kernels 10-20: its warpgroup's buffer for dQ's part (shared memory)
 };
 
 /* A consumer's row tile: its queries, its stage of the ring, and ds^T's buffer. */
@@ -270,7 +270,7 @@ struct B5Policy {
         return wk.i_begin;
     }
     /* Pair n of L_i log2 e and of Delta_i for this lane's queries 8 n + 2 t and 8 n + 2 t + 1, read from the stage
-     * where they are used (kernel 17 reads the first pair ahead: stage_landed). Called by kernels 8-19's p_ds. */
+     * where they are used (kernel 17 reads the first pair ahead: stage_landed). Called by kernels 8-20's p_ds. */
     template <class A> static __device__ __forceinline__ float2 lse_pair(const BwdWgRow &rt, int n, int t)
     {
         return *reinterpret_cast<const float2 *>(rt.lse_s + 8 * n + 2 * t);
@@ -279,9 +279,9 @@ struct B5Policy {
     {
         return *reinterpret_cast<const float2 *>(rt.dl_s + 8 * n + 2 * t);
     }
-    /* Once the stage has landed, before s^T is issued (kernels 12-19's scores): nothing here. */
+    /* Once the stage has landed, before s^T is issued (kernels 12-20's scores): nothing here. */
     template <class A> static __device__ __forceinline__ void stage_landed(const BwdWgRow &rt, int t) { (void)rt, (void)t; }
-    /* In kernels 12-19's scores, once the last row tile's dQ part is issued: nothing here (end_row waited for that
+    /* In kernels 12-20's scores, once the last row tile's dQ part is issued: nothing here (end_row waited for that
      * tile's dV and dK and freed its stage; kernel 18 does both here). */
     template <class A>
     static __device__ __forceinline__ void dq_issued(const A &a, const BwdWgThread &w, const BwdWgRow &rt)
@@ -615,7 +615,7 @@ bwd_wgmma(const float *__restrict__ lse2,    // [B, H, Npad] L log2(e), +inf pas
 
             /* Named barrier 1, the 256 consumer threads. After it: both halves
              * of ds^T[it % 2] are visible to all; and every consumer has finished
-             * tile it - 1's dQ (kernels 5-11: end_row's wait; 12-19: scores'),
+             * tile it - 1's dQ (kernels 5-11: end_row's wait; 12-20: scores'),
              * so tile it + 1 may overwrite ds^T[(it + 1) % 2]. */
             asm volatile("bar.sync 1, 256;\n" ::: "memory");
             P::end_row(a, w, rt, dq);                 // kernels 5-11: dQ_i += ds K_j; the stage freed (kernel 18: later)
@@ -691,7 +691,7 @@ static int wg_launch_dt(int id, const void *q, const void *k, const void *v, con
     return P::convert_dq(dq_acc, dq, BH, N, Npad, D, scale, dtype, s);
 }
 
-/* Kernels 5-19's launch: the policy's instance for the dtype and D asked. */
+/* Kernels 5-20's launch: the policy's instance for the dtype and D asked. */
 template <class P>
 static int wg_launch(int id, const void *q, const void *k, const void *v, const void *o, const void *dout,
                      const float *L, void *dq, void *dk, void *dv, void *ws, long B, long H, long N, long D, int dtype,

@@ -56,8 +56,8 @@ struct B18Policy : B17Policy {
         B17Policy::end_walk(a, w, it, dq);
         if constexpr (no_drain<A::D>()) {
             wgmma_wait<0>();   // done already on every path that runs (a walk has a row tile); ptxas must see it on all
-            /* a walk always has a row tile (i_begin <= j0 < N), so it - 1 is its last one's; kernel 12's end_walk
-             * tests i_begin < N all the same, for the compiler */
+            /* a walk always has a row tile (a whole walk's i_begin <= j0 < N; a part of kernel 20's at least one
+             * step), so it - 1 is its last one's; kernel 12's end_walk tests i_begin < N all the same, for the compiler */
             mbar_arrive(a.empty + 8 * (int)((it - 1) % A::C::STAGES));
         }
     }

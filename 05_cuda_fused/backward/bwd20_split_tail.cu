@@ -3,9 +3,9 @@
  *
  * Extends backward kernel 19 (bwd19_diagonal_start.cu). The idea: a persistent launch walks its K/V tiles in rounds,
  * one walk per SM at a time, and FlashAttention's shapes give the backward 2048 walks at D = 128 (4096 at D = 64) at
- * every N: on the H200's 132 SMs that is 15 rounds and a last one of 68 walks (4 at D = 64), during which the other
- * SMs have nothing to do. Not causal every walk is as long as every other, so the last round costs a whole walk's
- * time: 1 of 16 rounds (1 of 32 at D = 64). Here the last round's walks are cut into parts, a few row tiles each, that
+ * every N: on the H200's 132 SMs that is 15 rounds and a last one of 68 walks (at D = 64, 31 and a last one of 4),
+ * during which the other SMs have nothing to do. Not causal, every walk is as long as every other, so the last round
+ * costs a whole walk's time: 1 of 16 rounds (1 of 32 at D = 64). Here the last round's walks are cut into parts, a few row tiles each, that
  * the idle SMs take from the same counter. A part's dK and dV are sums over its row tiles only: every part but the
  * last writes its sums to global memory (fp32) and counts itself done; the last part waits for the count, adds the
  * others' sums to its own in part order, and stores dK and dV as every walk does. How many parts (bwd_split_plan): as
@@ -13,16 +13,16 @@
  * to fill, its sums to write or read); at FlashAttention's N = 8192, D = 128, five parts of 25-26 row tiles.
  * Causal walks are of different lengths, longest first, and are not split.
  * Why: Nsight Compute of kernel 19 at N = 8192, D = 128 (B = 2, H = 16): the SMs active in 95.2% of the kernel's
- * cycles, cuDNN's in 95.3% (RESULTS.md#bwd-19-profile); the rounds' arithmetic says a last round of 68 walks on 132
- * SMs idles half the GPU for one sixteenth of the kernel.
- * What it costs: one more kind of ticket (a part), an atomic a split walk and a wait in its last part; the parts'
- * sums in the workspace (128 KB a part at D = 128: 35 MB at N = 8192); dK and dV add their row tiles in another order
+ * cycles, cuDNN's in 95.3% (SM active cycles over elapsed cycles in the two profiles of RESULTS.md#bwd-19-profile);
+ * the rounds' arithmetic says a last round of 68 walks on 132 SMs idles half the GPU for one sixteenth of the kernel.
+ * What it costs: one more kind of ticket (a part), an atomic for each part but the last and a wait in the last; the
+ * parts' sums in the workspace (128 KiB a part at D = 128: 34 MiB at N = 8192); dK and dV add their row tiles in another order
  * where a walk is split (not causal: own_order), the same from run to run; where nothing is split (D = 128, N = 512
  * and 1024), 0.4-1.1% behind kernel 19 in all five runs.
  * Measured: H200, fp16, over kernel 19 in the same run (D = 128: five runs in three calls): +0.8% to +3.9% at N =
  * 8192, +1.5% to +4.2% at 16384, +0.5% and +0.6% at 4096; at D = 64 +1.3% to +2.5% from N = 2048 but one run at
- * 16384. Beside cuDNN at N = 8192, D = 128: 99.3% to 101.8% (kernel 19: 97.7% to 100.9%); in the aims' call past it at
- * every N, causal and not. RESULTS.md#bwd-20 has the runs.
+ * 16384. Beside cuDNN at N = 8192, D = 128: 99.3% to 101.8% (kernel 19: 97.7% to 100.9%); in one of the five runs
+ * (05's RESULTS.md#aims) past it at every N, causal and not. RESULTS.md#bwd-20 has the runs.
  */
 #ifndef RUNG
 #define RUNG 20         // this file is the one compiled: its launcher and registry entry (the end) are built
@@ -32,7 +32,7 @@
 // --- the idea ----------------------------------------------------------------------
 
 /* Which walks are split, and into how many parts: items walks of `rows` row tiles each on `grid` persistent blocks.
- * The launcher (the workspace) and every thread of the kernel compute it alike. */
+ * The launcher (the workspace) and thread 0 of each block (init_barriers) compute it alike. */
 struct BwdSplit {
     long split_from;                              // the first walk that is split (items: none)
     int parts;                                    // its parts (1: none)
@@ -69,6 +69,7 @@ namespace {   // as kernel 19's policy (kernel 11's counters)
 [[maybe_unused]] static __device__ unsigned g_bwd_parts_done[BWD_SLOTS][BWD_SPLIT_WALKS];
 
 struct B20Policy : B19Policy {
+    static_assert(BWD_SPLIT_PARTS < 64, "first_step offsets a part's first step by its number, below BR (64 or 128)");
     /* After kernel 11's ring of tickets, the plan (split_from and parts as two ints) and where the sums go (floats
      * into the workspace past dQ's accumulator, B H Npad D), worked out once by thread 0 as it sets up the
      * mbarriers: their 64-bit divisions are calls, and in the consumers, beside dK and dV, they spilled. */
@@ -104,7 +105,7 @@ struct B20Policy : B19Policy {
     {
         const BwdSplit p = plan(a);
         if ((long)ticket < p.split_from) return B19Policy::walk_of(a, ticket);
-        /* 32-bit: fewer than 2^11 parts, and rows times 8 below 2^31 */
+        /* 32-bit: at most 2^11 parts (256 walks of 8), and rows times 8 below 2^31 */
         const unsigned t = ticket - (unsigned)p.split_from, parts = (unsigned)p.parts, x = t / parts, part = t % parts;
         BwdWalk wk = B19Policy::walk_of(a, (unsigned)p.split_from + x);
         constexpr int BR = A::C::BR;
@@ -118,9 +119,9 @@ struct B20Policy : B19Policy {
      * the part's number (below BR, so the count of steps is the same). Not causal, the consumers need nothing else of a
      * step (the producer and the writers turn steps into rows), and their loop keeps kernel 19's bound, N: with the
      * part's end and number carried round it in registers, the row tile's code grew by 80 instructions (predicates
-     * saved to registers and back) and ran 2-4.6% slower at D = 128 (RESULTS.md#bwd-20). The test of causal first
-     * tells the compiler what kernel 19's code told it: causal, the first step is the walk's first row tile (without
-     * it, the same 80 instructions). */
+     * saved to registers and back), and that build ran 2-4.6% slower at D = 128 (the growth as the cause is inferred;
+     * RESULTS.md#bwd-20). The test of causal first tells the compiler what kernel 19's code told it: causal, the first
+     * step is the walk's first row tile (without it, 77 instructions more than kernel 19's). */
     template <class A> static __device__ __forceinline__ long first_step(const A &a, const BwdWalk &wk)
     {
         return a.causal || wk.part < 0 ? wk.i_begin : a.N - (wk.i_end - wk.i_begin) + wk.part;
@@ -162,7 +163,9 @@ struct B20Policy : B19Policy {
                 __threadfence();
                 asm volatile("bar.sync 1, 256;\n" ::: "memory");   // the 256 consumer threads' sums are all out
                 if (c == 0) red_release_gpu_add(done, 1u);
-                asm volatile("bar.sync %0, 160;\n" ::"r"(6 + w.wg) : "memory");   // kernel 13's handshake, no stores
+                /* kernel 13's store_dkdv's two barriers, written again without the staging between them: the writer
+                 * warp keeps its count of them and sends nothing (stores_dkdv) */
+                asm volatile("bar.sync %0, 160;\n" ::"r"(6 + w.wg) : "memory");
                 asm volatile("bar.arrive %0, 160;\n" ::"r"(4 + w.wg) : "memory");
                 return;
             }
@@ -182,12 +185,18 @@ struct B20Policy : B19Policy {
         B19Policy::store_dkdv(a, w, dk, dv);
     }
 
-    /* Kernel 10's workspace, then the split walks' sums: (parts - 1) slots a split walk, 1024 D bytes each. */
+    /* Kernel 10's workspace, then the split walks' sums: (parts - 1) slots a split walk, 1024 D bytes each (the plan
+     * as the launch's: its grid, its tiles). */
     static size_t workspace(long B, long H, long N, long D, int dtype)
     {
-        const long BR = D == 64 ? 128 : 64, BC = 128, items = B * H * ((N + BC - 1) / BC), sms = sm_count();
-        const BwdSplit p = bwd_split_plan(items, items > sms ? sms : items, (N + BR - 1) / BR, 0);
-        return B19Policy::workspace(B, H, N, D, dtype) + (size_t)(items - p.split_from) * (p.parts - 1) * D * 1024;
+        using C64 = BwdWg<64, B20Policy>;
+        using C128 = BwdWg<128, B20Policy>;
+        const long BR = D == 64 ? C64::BR : C128::BR, items = B * H * ((N + C64::BC - 1) / C64::BC);
+        const long grid = B11Policy::grid(items, "backward kernel 20");
+        const size_t base = B19Policy::workspace(B, H, N, D, dtype);
+        if (grid < 0) return base;                // the launch refuses it (grid's line says why)
+        const BwdSplit p = bwd_split_plan(items, grid, (N + BR - 1) / BR, 0);
+        return base + (size_t)(items - p.split_from) * (p.parts - 1) * D * 1024;
     }
 
     static const char *desc_items()

@@ -413,6 +413,8 @@ static void check_case(long only, int dt, long B, long H, long N, long D, int ca
 }
 
 /* The grid's case (check_grid): B = 2, H = 3 at every N of CHECK_NS, causal or not. */
+/* Where backward kernel 20 splits its last round on 132 SMs: the check's case and a sanitizer's shape (below). */
+enum { SPLIT_B = 3, SPLIT_H = 10, SPLIT_N = 600 };
 static void grid_case(void *ctx, int dt, int b, long D, int a, long N, int causal)
 {
     check_case(*(const long *)ctx, dt, 2, 3, N, D, causal,
@@ -429,10 +431,11 @@ static void grid_extras(void *ctx, int dt, int b, long D)
      * (its dK, dV restarted, the next K_j loaded under the last one's end) would go unchecked. */
     for (int causal = 0; causal < 2; causal++)
         check_case(only, dt, 4, 24, 257, D, causal, 7900 + 101 * (uint64_t)dt + 3 * (uint64_t)b + (uint64_t)causal);
-    /* A last round split into parts (backward kernel 20, not causal): 30 heads x 5 tiles = 150 K/V tiles of 5 row
-     * tiles (D = 64) or 10 (D = 128) on 132 SMs (an H100 or H200) leave 18 for the last round, which it cuts in five
-     * parts each; the parts' sums meet in the last part. */
-    check_case(only, dt, 3, 10, 600, D, 0, 7920 + 101 * (uint64_t)dt + 3 * (uint64_t)b);
+    /* A last round split into parts (backward kernel 20, not causal): SPLIT_B x SPLIT_H heads x 5 tiles = 150 K/V
+     * tiles of 5 row tiles (D = 64) or 10 (D = 128) on 132 SMs (an H100 SXM or an H200) leave 18 for the last round,
+     * which it cuts in five parts each (on an H100 PCIe's 114 SMs, 36 in three parts); the parts' sums meet in the
+     * last part. */
+    check_case(only, dt, SPLIT_B, SPLIT_H, SPLIT_N, D, 0, 7920 + 101 * (uint64_t)dt + 3 * (uint64_t)b);
     /* More heads than a grid has rows (65535): the side passes (bwd_prep.cu) give each head a grid row and
      * stride past that many, so a head after the 65535th is the one a missing stride would leave unwritten
      * (poisoned: a FAIL), and a pass that refused so many heads would be a launch not run (a FAIL too, not a
@@ -944,11 +947,11 @@ int bwd_run_sanitize(const Opts *o)
         }
     /* The persistent backward kernels (.persistent) once more where their blocks take several K/V tiles each (B = 4,
      * H = 24, N = 257: 288 tiles, more than any GPU's SMs): the ticket ring, kv_empty and a second item's K_j, V_j
-     * are only exercised there; and, not causal, where backward kernel 20 splits the last round on 132 SMs (B = 3,
-     * H = 10, N = 600, the check's case: its parts' sums meet in global memory). */
+     * are only exercised there; and, not causal, where backward kernel 20 splits the last round on 132 SMs (SPLIT_B,
+     * SPLIT_H, SPLIT_N: the check's case; its parts' sums meet in global memory). */
     static const struct { long B, H, N; int causal; const char *why; } many[] = {
         {4, 24, 257, 0, " B=4 H=24 (several K/V tiles per block)"}, {4, 24, 257, 1, " B=4 H=24 (several K/V tiles per block)"},
-        {3, 10, 600, 0, " B=3 H=10 (the last round split)"}};
+        {SPLIT_B, SPLIT_H, SPLIT_N, 0, " B=3 H=10 (the last round split)"}};
     for (int i = 0; i < nb; i++) {
         if (!bs[i]->persistent || !opts_kernel(o, bs[i]->id)) continue;
         for (long D = 64; D <= 128; D += 64) {

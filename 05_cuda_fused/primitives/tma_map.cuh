@@ -1,6 +1,6 @@
 /*
  * tma_map.cuh: the host side of Hopper's copy engine (the TMA) for the forward kernels from 11, the FP8
- * kernels, backward kernels 5-19 and decode kernel 8: K or V (or Q and dO) as a tensor map the TMA reads
+ * kernels, backward kernels 5-20 and decode kernel 8: K or V (or Q and dO) as a tensor map the TMA reads
  * boxes of. wgmma.cuh has the device side: tma_load_3d and the mbarriers.
  *
  * A tensor map is 128 bytes made on the host by the driver's
