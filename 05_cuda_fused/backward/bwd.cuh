@@ -82,6 +82,11 @@ __device__ __forceinline__ void st_release_gpu(unsigned *p, unsigned v)
 {
     asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
+/* Kernel 20's count of a split walk's parts: raised by one with release (a reduction: several parts add to it). */
+__device__ __forceinline__ void red_release_gpu_add(unsigned *p, unsigned v)
+{
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
 
 /* The softmax recomputed and its gradient on four elements of a key-major
  * tile (kernels 2-4's mma.sync, kernels 5-20's wgmma): s[e], dp[e] of keys key0 + 8 (e / 2)

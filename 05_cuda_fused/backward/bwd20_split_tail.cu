@@ -56,13 +56,6 @@ __host__ __device__ inline BwdSplit bwd_split_plan(long items, long grid, long r
     return p;
 }
 
-/* A count raised with release at the GPU's scope, read with bwd.cuh's ld_acquire_gpu (kernel 9's): the sums stored
- * before the release are seen by whoever reads the count after it. */
-__device__ __forceinline__ void red_release_gpu_add(unsigned *p, unsigned v)
-{
-    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
 namespace {   // as kernel 19's policy (kernel 11's counters)
 /* Per launch slot (kernel 11's), the parts of each split walk that have written their sums: zero between launches
  * (each walk's last part puts its count back). [[maybe_unused]]: off Hopper the kernel's body is compiled out. */

@@ -1,29 +1,4 @@
-// The plan at FlashAttention's shapes on 132 SMs: bwd_split_plan and BwdSplit copied (sed) from bwd20_split_tail.cu,
-// compiled with g++ -std=c++17 (split_plan.txt is its output).
-#define __host__
-#define __device__
-struct BwdSplit {
-    long split_from;                              // the first walk that is split (items: none)
-    int parts;                                    // its parts (1: none)
-};
-enum {
-    BWD_SPLIT_PARTS = 8,                          // at most, a walk
-    BWD_SPLIT_FIXED = 2,                          // what a part pays once, in row tiles (the header says what)
-    BWD_SPLIT_WALKS = 256,                        // at most, split walks: the last round of up to 257 SMs
-};
-__host__ __device__ inline BwdSplit bwd_split_plan(long items, long grid, long rows, int causal)
-{
-    BwdSplit p = {items, 1};
-    const long r = items % grid;                  // the last round's walks
-    if (causal || items <= grid || r == 0 || r > BWD_SPLIT_WALKS) return p;
-    long best = rows;                             // the last round whole: a walk's time, in row tiles
-    for (int s = 2; s <= BWD_SPLIT_PARTS && s <= rows; s++) {
-        const long rounds = (r * s + grid - 1) / grid, cost = rounds * ((rows + s - 1) / s + BWD_SPLIT_FIXED);
-        if (cost < best) best = cost, p.parts = s;
-    }
-    if (p.parts > 1) p.split_from = items - r;
-    return p;
-}
+// The driver of split_plan.sh: prints bwd_split_plan (cut from bwd20_split_tail.cu) at FlashAttention's shapes on 132 SMs.
 #include <cstdio>
 int main()
 {
