@@ -126,7 +126,7 @@ def ladder_all():
 
 @part("s05-ladder-hopper")
 def ladder_hopper():
-    return ladder([10, 11, 12, 13, 14, 18, 19, 20, 21, 22, 23, 26, 36, 39], first=False)
+    return ladder([10, 11, 12, 13, 14, 18, 19, 20, 21, 22, 23, 26, 36, 39, 52], first=False)
 
 
 @part("s05-ceiling")
