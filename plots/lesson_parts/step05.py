@@ -286,7 +286,9 @@ BWD_PROFILE = "backward/runs/k19_diagonal_start/profile_n8192/"
 # The last rung's own runs beside cuDNN at D = 128 (backward/RESULTS.md#bwd-20): (bench, sdpa) in its folder.
 BWD_LAST_RUNS = ("backward/runs/k20_split_tail/", [("bench_d128_run1.csv", "sdpa_run1.csv"),
                                                    ("bench_d128_run2.csv", "sdpa_run2.csv"),
-                                                   ("bench_d128_run3.csv", "sdpa_run3.csv")])
+                                                   ("bench_d128_run3.csv", "sdpa_run3.csv"),
+                                                   ("bench_d128_run4.csv", "sdpa_run4.csv"),
+                                                   ("bench_d128_run5.csv", "sdpa_run5.csv")])
 
 
 def backward_runs():
