@@ -283,12 +283,9 @@ def backward_last():
 
 # The profile's call, which timed kernel 19 beside cuDNN first (backward/RESULTS.md#bwd-19-profile).
 BWD_PROFILE = "backward/runs/k19_diagonal_start/profile_n8192/"
-# The last rung's own runs beside cuDNN at D = 128 (backward/RESULTS.md#bwd-20): (bench, sdpa) in its folder.
-BWD_LAST_RUNS = ("backward/runs/k20_split_tail/", [("bench_d128_run1.csv", "sdpa_run1.csv"),
-                                                   ("bench_d128_run2.csv", "sdpa_run2.csv"),
-                                                   ("bench_d128_run3.csv", "sdpa_run3.csv"),
-                                                   ("bench_d128_run4.csv", "sdpa_run4.csv"),
-                                                   ("bench_d128_run5.csv", "sdpa_run5.csv")])
+# The last rung's own runs beside cuDNN at D = 128 (backward/RESULTS.md#bwd-20): bench_d128_runK.csv, each beside
+# sdpa_runK.csv, in its folder.
+BWD_LAST_RUNS = "backward/runs/k20_split_tail/"
 
 
 def backward_runs():
@@ -296,8 +293,13 @@ def backward_runs():
     vs_cudnn's of that kernel alone: the gallery's, its record's, and each one-call run of the three aims that timed it
     (05_cuda_fused/runs/aims_one_call*/, found by name)."""
     last = max(family_ids("bwd"))
-    folder, pairs = BWD_LAST_RUNS
-    runs = [(f"bench{BWD_LAST}.csv", f"sdpa{BWD_LAST}.csv")] + [(f05(folder + b), f05(folder + c)) for b, c in pairs]
+    own = sorted(glob.glob(os.path.join(F05, BWD_LAST_RUNS, "bench_d128_run*.csv")))
+    if not own:
+        raise DataError(f"05_cuda_fused/{BWD_LAST_RUNS}: no bench_d128_run*.csv")
+    runs = [(f"bench{BWD_LAST}.csv", f"sdpa{BWD_LAST}.csv")]
+    for b in own:
+        b = os.path.relpath(b, F05)
+        runs.append((f05(b), f05(b.replace("bench_d128_run", "sdpa_run"))))
     for d in sorted(glob.glob(os.path.join(F05, "runs", "aims_one_call*"))):
         a = os.path.relpath(d, F05) + "/"
         if last in run_kernels(rows(f05(f"{a}race_bwd_d128.csv"), mode="bench_backward")):
