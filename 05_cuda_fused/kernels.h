@@ -133,6 +133,9 @@ typedef struct BackwardKernel {
      * their largest, as dQ. */
     int (*own_order)(long D, int causal);
     int persistent;         /* as FusedKernel's */
+    /* NULL, or for a kernel that splits its last round's walks (backward kernel 20) how it splits this shape on this
+     * GPU, written into buf as the end of a --check line: whether a case is split depends on the SM count. */
+    void (*split_note)(long B, long H, long N, long D, int causal, char *buf, size_t n);
 } BackwardKernel;
 
 #define BWD_UNAVAILABLE(k) ((k)->unavailable ? (k)->unavailable() : (const char *)0)

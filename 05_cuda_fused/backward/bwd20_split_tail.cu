@@ -179,18 +179,26 @@ struct B20Policy : B19Policy {
         B19Policy::store_dkdv(a, w, dk, dv);
     }
 
-    /* Kernel 10's workspace, then the split walks' sums: (parts - 1) slots a split walk, 1024 D bytes each (the plan
-     * as the launch's: its grid, its tiles). */
+    /* A launch's walks, and its plan on this GPU as the launch's (its grid, its tiles); none where the launch refuses
+     * the shape (grid's line says why). */
+    static long host_walks(long B, long H, long N)
+    {
+        constexpr long BC = BwdWg<64, B20Policy>::BC;    // the same at both D
+        return B * H * ((N + BC - 1) / BC);
+    }
+    static BwdSplit host_plan(long B, long H, long N, long D, int causal)
+    {
+        const long BR = D == 64 ? BwdWg<64, B20Policy>::BR : BwdWg<128, B20Policy>::BR, items = host_walks(B, H, N);
+        const long grid = B11Policy::grid(items, "backward kernel 20");
+        return grid < 0 ? BwdSplit{items, 1} : bwd_split_plan(items, grid, (N + BR - 1) / BR, causal);
+    }
+    /* Kernel 10's workspace, then the split walks' sums: (parts - 1) slots a split walk, 1024 D bytes each (not
+     * causal: the plan that splits). */
     static size_t workspace(long B, long H, long N, long D, int dtype)
     {
-        using C64 = BwdWg<64, B20Policy>;
-        using C128 = BwdWg<128, B20Policy>;
-        const long BR = D == 64 ? C64::BR : C128::BR, items = B * H * ((N + C64::BC - 1) / C64::BC);
-        const long grid = B11Policy::grid(items, "backward kernel 20");
-        const size_t base = B19Policy::workspace(B, H, N, D, dtype);
-        if (grid < 0) return base;                // the launch refuses it (grid's line says why)
-        const BwdSplit p = bwd_split_plan(items, grid, (N + BR - 1) / BR, 0);
-        return base + (size_t)(items - p.split_from) * (p.parts - 1) * D * 1024;
+        const BwdSplit p = host_plan(B, H, N, D, 0);
+        const size_t sums = (size_t)(host_walks(B, H, N) - p.split_from) * (p.parts - 1) * D * 1024;
+        return B19Policy::workspace(B, H, N, D, dtype) + sums;
     }
 
     static const char *desc_items()
@@ -225,12 +233,25 @@ static int b20_own_order(long D, int causal)
     return !causal;
 }
 
+/* For --check's lines: whether a case is split depends on the GPU's SM count (the check's split case, B = 3, H = 10,
+ * N = 600: five parts on 132 SMs, three on 114, none on 78). */
+static void b20_split_note(long B, long H, long N, long D, int causal, char *buf, size_t n)
+{
+    const BwdSplit p = B20Policy::host_plan(B, H, N, D, causal);
+    if (p.parts > 1)
+        snprintf(buf, n, "; last round: %ld walks in %d parts on %ld SMs", B20Policy::host_walks(B, H, N) - p.split_from,
+                 p.parts, B11Policy::sm_count());
+    else
+        snprintf(buf, n, "; nothing split on %ld SMs", B11Policy::sm_count());
+}
+
 static const BackwardKernel bwd20 = {
     .id = 20, .extends = 19, .name = "last round split",
     .idea = "kernel 19 with the last round's walks, not causal, split into parts for the idle SMs, the last part adding the others' sums",
     .dtypes = (1u << DT_FP16) | (1u << DT_BF16), .supports_dim = bwd_wgmma_supports,
     .workspace = B20Policy::workspace, .launch = b20_launch, .describe = b20_describe,
     .unavailable = wgmma_unavailable, .dkdv_as = 5, .own_order = b20_own_order, .persistent = 1,
+    .split_note = b20_split_note,
 };
 BWD_REGISTER(bwd20);
 #endif

@@ -233,6 +233,14 @@ static double grad_tol(int dtype, double naive_err, double gmax)
 
 // --- the checks ---------------------------------------------------------------------
 
+/* The end of a check's line: "", or how the kernel splits this case's last round on this GPU (split_note). */
+static const char *split_note(const BackwardKernel *kb, long B, long H, long N, long D, int causal, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (kb->split_note) kb->split_note(B, H, N, D, causal, buf, n);
+    return buf;
+}
+
 /* The forwards' L: every kernel with launch_l, against the float64 L, and its
  * O bit for bit against the same kernel's run without L (the store changes
  * nothing else). Leaves the last one's O and L in p. tag: " causal" and the
@@ -345,11 +353,12 @@ static void check_case(long only, int dt, long B, long H, long N, long D, int ca
         int ok = 1, worst = -1;
         for (int g = 0; g < 3; g++)
             if (e[g].n_bad) { ok = 0; if (worst < 0) worst = g; }
+        char split[80];
         report(ok, worst >= 0 ? &e[worst] : NULL, name,
-               "max abs dQ %.2e dK %.2e dV %.2e (rel L2 %.1e %.1e %.1e); naive %s %.2e %.2e %.2e; tol %.2e %.2e %.2e%s%s",
+               "max abs dQ %.2e dK %.2e dV %.2e (rel L2 %.1e %.1e %.1e); naive %s %.2e %.2e %.2e; tol %.2e %.2e %.2e%s%s%s",
                e[0].max_abs, e[1].max_abs, e[2].max_abs, e[0].rel_l2, e[1].rel_l2, e[2].rel_l2, dtype_name(dt),
                naive_err[0], naive_err[1], naive_err[2], tol[0], tol[1], tol[2], worst >= 0 ? "; first bad: " : "",
-               worst >= 0 ? GNAME[worst] : "");
+               worst >= 0 ? GNAME[worst] : "", split_note(kb, B, H, N, D, causal, split, sizeof split));
         /* Rerun on freshly poisoned gradients: dK and dV must be the same bit
          * for bit (a race, an unwritten element shows here); dQ too where the
          * kernel is deterministic, else within the tolerance. */
@@ -433,8 +442,8 @@ static void grid_extras(void *ctx, int dt, int b, long D)
         check_case(only, dt, 4, 24, 257, D, causal, 7900 + 101 * (uint64_t)dt + 3 * (uint64_t)b + (uint64_t)causal);
     /* A last round split into parts (backward kernel 20, not causal): SPLIT_B x SPLIT_H heads x 5 tiles = 150 K/V
      * tiles of 5 row tiles (D = 64) or 10 (D = 128) on 132 SMs (an H100 SXM or an H200) leave 18 for the last round,
-     * which it cuts in five parts each (on an H100 PCIe's 114 SMs, 36 in three parts); the parts' sums meet in the
-     * last part. */
+     * which it cuts in five parts each (on an H100 PCIe's 114 SMs, 36 in three parts; kernel 20's lines say how
+     * it splits on this GPU); the parts' sums meet in the last part. */
     check_case(only, dt, SPLIT_B, SPLIT_H, SPLIT_N, D, 0, 7920 + 101 * (uint64_t)dt + 3 * (uint64_t)b);
     /* More heads than a grid has rows (65535): the side passes (bwd_prep.cu) give each head a grid row and
      * stride past that many, so a head after the 65535th is the one a missing stride would leave unwritten
@@ -546,9 +555,10 @@ static void bwd_persistent_launch_checks(long only)
                 gpu_graph_free(gr);
                 snprintf(name, sizeof name, "backward: bwd%d graph fp16 B=%ld H=%ld N=%ld D=%ld%s", kp->id, B, H, N, D,
                          causal ? " causal" : "");
+                char split[80];
                 report(bad == 0, NULL, name, "captured once in a CUDA graph, replayed 3 times on new inputs: dK, dV %s "
-                       "backward kernel %d's plain launch, dQ within 1e-3 of its largest (%zu of %zu values off)", kv_how,
-                       kb->id, bad, 9 * n);
+                       "backward kernel %d's plain launch, dQ within 1e-3 of its largest (%zu of %zu values off)%s", kv_how,
+                       kb->id, bad, 9 * n, split_note(kp, B, H, N, D, causal, split, sizeof split));
                 /* two streams, three rounds, the gradients poisoned before each round and compared after it, as the
                  * forward's case (host/forward.c) */
                 void *s[2] = {gpu_stream_create(), gpu_stream_create()};
