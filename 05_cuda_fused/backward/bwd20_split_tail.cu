@@ -21,9 +21,9 @@
  * and 1024), 0.4-1.1% behind kernel 19 in all five runs.
  * Measured: H200, fp16, over kernel 19 in the same run (D = 128: five runs in three calls): +0.8% to +3.9% at N =
  * 8192, +1.5% to +4.2% at 16384, +0.5% and +0.6% at 4096; at D = 64 +1.3% to +2.5% from N = 2048 but one run at
- * 16384. Beside cuDNN at N = 8192, D = 128: 99.3% to 106.0% in eleven runs (kernel 19: 97.7% to 100.9% in the six
- * before it); in all three runs of the three aims in one call (05's RESULTS.md#aims) past it at every N, causal and
- * not; cuDNN ahead in three of the eleven, by at most 0.7%. RESULTS.md#bwd-20 has the runs.
+ * 16384. Beside cuDNN at N = 8192, D = 128: 99.3% to 106.0% over its recorded runs, cuDNN ahead in a few by at most
+ * 0.7%; past it at every N, causal and not, in each run of the three aims in one call (05's RESULTS.md#aims).
+ * RESULTS.md#bwd-20 has the runs.
  */
 #ifndef RUNG
 #define RUNG 20         // this file is the one compiled: its launcher and registry entry (the end) are built
@@ -234,7 +234,7 @@ static int b20_own_order(long D, int causal)
 }
 
 /* For --check's lines: whether a case is split depends on the GPU's SM count (the check's split case, B = 3, H = 10,
- * N = 600: five parts on 132 SMs, three on 114, none on 78). */
+ * N = 600: five parts on an H200's 132 SMs, three on an H100 PCIe's 114, none on an H20's 78). */
 static void b20_split_note(long B, long H, long N, long D, int causal, char *buf, size_t n)
 {
     const BwdSplit p = B20Policy::host_plan(B, H, N, D, causal);

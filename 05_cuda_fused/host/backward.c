@@ -580,8 +580,8 @@ static void bwd_persistent_launch_checks(long only)
                 snprintf(name, sizeof name, "backward: bwd%d streams fp16 B=%ld H=%ld N=%ld D=%ld%s", kp->id, B, H, N, D,
                          causal ? " causal" : "");
                 report(bad == 0, NULL, name, "two problems on two streams at once, three rounds: dK, dV %s backward "
-                       "kernel %d's plain launch, dQ within 1e-3 of its largest (%zu of %zu values off)", kv_how, kb->id,
-                       bad, 18 * n);
+                       "kernel %d's plain launch, dQ within 1e-3 of its largest (%zu of %zu values off)%s", kv_how, kb->id,
+                       bad, 18 * n, split_note(kp, B, H, N, D, causal, split, sizeof split));
                 for (int g = 0; g < 3; g++) tfree(got[g]), tfree(base[g]);
                 for (int x = 0; x < 2; x++) { dfree(ws[x]); problem_free(&p[x]); }
             }
